@@ -1,0 +1,50 @@
+# traintime: the two commands of the README are `make run` and `make test`.
+# Both create the virtual environment .venv on first use (Python 3.11, pinned requirements.txt).
+PYTHON ?= python3
+VENV   ?= .venv
+BIN    := $(VENV)/bin
+CORES  ?= 2
+STAMP  := $(VENV)/.installed
+
+.PHONY: setup run dry-run test test-fast lint bench report clean help
+
+help:
+	@echo "make run       set up .venv and run the default DAG (results/)"
+	@echo "make test      set up .venv and run the test suite"
+	@echo "make dry-run   list the jobs of the default DAG"
+	@echo "make lint      snakemake --lint"
+	@echo "make bench     time the default DAG from scratch (benchmarks/dag_walltime.py)"
+	@echo "make report    build report.zip from results/ (snakemake --report)"
+
+$(STAMP): requirements.txt pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -r requirements.txt
+	$(BIN)/python -m pip install --quiet --no-deps -e .
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+run: setup
+	$(BIN)/snakemake --cores $(CORES)
+
+dry-run: setup
+	$(BIN)/snakemake -n --quiet rules
+
+test: setup
+	$(BIN)/python -m pytest
+
+test-fast: setup
+	$(BIN)/python -m pytest -m "not slow and not slurm"
+
+lint: setup
+	$(BIN)/snakemake --lint
+
+bench: setup
+	$(BIN)/python benchmarks/dag_walltime.py --cores $(CORES)
+
+report: setup
+	$(BIN)/snakemake --cores $(CORES) --report report.zip
+
+clean:
+	rm -rf results .snakemake report.zip

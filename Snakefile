@@ -1,0 +1,19 @@
+# traintime: predict training time and cost of deep-learning runs on any GPU.
+# The configuration is validated once (rules/common.smk); each stage lives in rules/<stage>.smk and
+# adds its final products to ALL_TARGETS, which `rule all` builds.
+
+configfile: "config.yaml"
+
+
+include: "rules/common.smk"
+include: "rules/data.smk"
+include: "rules/chronos.smk"
+include: "rules/collect.smk"
+include: "rules/emulation.smk"
+include: "rules/report.smk"
+
+
+rule all:
+    default_target: True
+    input:
+        ALL_TARGETS,

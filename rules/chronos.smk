@@ -1,0 +1,1 @@
+# chronos stage: see rules/chronos.smk owner notes.

@@ -1,0 +1,1 @@
+# collect stage: see rules/collect.smk owner notes.

@@ -1,0 +1,1 @@
+# emulation stage: see rules/emulation.smk owner notes.

@@ -1,0 +1,1 @@
+# report stage: see rules/report.smk owner notes.

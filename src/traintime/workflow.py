@@ -1,0 +1,103 @@
+"""Glue between Snakemake rules and the library: one entry point for every workflow script.
+
+Each file in ``workflow_scripts/`` ends with::
+
+    if __name__ == "__main__":
+        run_script(main, "rule_name", globals())
+
+Inside Snakemake, ``snakemake`` is in the script's globals. Run by hand
+(``python workflow_scripts/x.py [wildcard=value ...]`` from the repository root), a stand-in
+object is built from the Snakefile by :func:`mock_snakemake`, PyPSA-Eur style, so the same file
+runs inside and outside the DAG.
+
+:func:`run_script` sends log records to the rule's ``log:`` file and to stderr, and turns a
+:class:`~traintime.errors.TraintimeError` into one ``error:`` line and exit status 1 (no
+traceback: the message names the culprit). Any other exception is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from traintime.errors import TraintimeError
+
+log = logging.getLogger("traintime")
+
+REPO_ROOT_MARKERS = ("Snakefile", "config.yaml")
+
+
+def find_repo_root(start: Path | None = None) -> Path:
+    here = (start or Path.cwd()).resolve()
+    for cand in (here, *here.parents):
+        if all((cand / m).exists() for m in REPO_ROOT_MARKERS):
+            return cand
+    raise TraintimeError(f"no Snakefile + config.yaml found in {here} or its parents: "
+                         "run scripts from the repository root")
+
+
+def mock_snakemake(rulename: str, configfiles: list[str] | None = None, **wildcards: str) -> Any:
+    """Build the ``snakemake`` object a rule's script would get, without running Snakemake.
+
+    Parses the workflow with Snakemake's API (config validated as in a real run), selects the
+    job of ``rulename`` for the given wildcards and returns a :class:`snakemake.script.Snakemake`.
+    """
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+    from snakemake.script import Snakemake
+
+    root = find_repo_root()
+    os.chdir(root)
+    with SnakemakeApi(OutputSettings(quiet={"all"})) as api:
+        wf_api = api.workflow(
+            snakefile=root / "Snakefile",
+            workdir=root,
+            resource_settings=ResourceSettings(cores=1),
+            config_settings=ConfigSettings(configfiles=[Path(c) for c in (configfiles or [])]),
+        )
+        workflow = wf_api._workflow
+        workflow.include(root / "Snakefile", overwrite_default_target=True)
+        rule = workflow.get_rule(rulename)
+        wc = dict(wildcards)
+        job_io = rule.expand_input(wc)[0], rule.expand_output(wc)[0]
+        params = rule.expand_params(wc, job_io[0], job_io[1], None)
+        logs = rule.expand_log(wc)
+        for path in list(job_io[1]) + list(logs):
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+        return Snakemake(job_io[0], job_io[1], params, wc, 1, {}, logs, workflow.config,
+                         rulename, None, None)
+
+
+def _configure_logging(log_files: list[str]) -> None:
+    root = logging.getLogger()
+    root.setLevel(logging.INFO)
+    for h in list(root.handlers):
+        root.removeHandler(h)
+    fmt = logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s")
+    handlers: list[logging.Handler] = [logging.StreamHandler(sys.stderr)]
+    for f in log_files[:1]:
+        Path(f).parent.mkdir(parents=True, exist_ok=True)
+        handlers.append(logging.FileHandler(f, mode="w"))
+    for h in handlers:
+        h.setFormatter(fmt)
+        root.addHandler(h)
+    logging.captureWarnings(True)
+
+
+def run_script(main: Callable[[Any], None], rulename: str, script_globals: dict[str, Any]) -> None:
+    """Run ``main(snakemake)`` with logging and clean user-error reporting (see module doc)."""
+    sm = script_globals.get("snakemake")
+    if sm is None:
+        wildcards = dict(arg.split("=", 1) for arg in sys.argv[1:] if "=" in arg)
+        sm = mock_snakemake(rulename, **wildcards)
+    _configure_logging([str(p) for p in getattr(sm, "log", [])])
+    try:
+        main(sm)
+    except TraintimeError as exc:
+        log.error("%s", exc)
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(1)
