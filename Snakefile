@@ -2,14 +2,17 @@
 # The configuration is validated once (rules/common.smk); each stage lives in rules/<stage>.smk and
 # adds its final products to ALL_TARGETS, which `rule all` builds.
 
-configfile: "config.yaml"
+# The embedded default, found next to this file; --configfile adds to / overrides it.
+configfile: os.path.join(workflow.basedir, "config.yaml")
 
 
 include: "rules/common.smk"
 include: "rules/data.smk"
-include: "rules/chronos.smk"
+include: "rules/chronos_iteration.smk"
+include: "rules/chronos_convergence.smk"
 include: "rules/collect.smk"
 include: "rules/emulation.smk"
+include: "rules/emulation_host.smk"
 include: "rules/report.smk"
 
 

@@ -99,7 +99,7 @@ class TableSchema:
             dup = out.duplicated(list(self.key), keep=False)
             if dup.any():
                 row = int(np.flatnonzero(dup.to_numpy())[0])
-                vals = ", ".join(f"{k}={out[k].iloc[row]!r}" for k in self.key)
+                vals = ", ".join(f"{k}={_show(out[k].iloc[row])}" for k in self.key)
                 raise SchemaError(f"{where}: duplicated key ({vals}) at row {row + 2}")
         return out
 
@@ -130,6 +130,12 @@ _TRUE = {"true", "1", "yes", "t", "y"}
 _FALSE = {"false", "0", "no", "f", "n"}
 
 
+def _show(v: object) -> str:
+    """repr of a cell value without numpy type noise (np.float64(1.5) -> 1.5)."""
+    item = getattr(v, "item", None)
+    return repr(item() if callable(item) else v)
+
+
 def _first_bad(mask: pd.Series) -> int:
     return int(np.flatnonzero(mask.to_numpy())[0])
 
@@ -144,19 +150,19 @@ def _coerce(s: pd.Series, col: Column, where: str) -> pd.Series:
         bad = s.notna() & ~low.isin(_TRUE | _FALSE)
         if bad.any():
             i = _first_bad(bad)
-            raise SchemaError(f"{where}: column '{col.name}' row {i + 2}: {s.iloc[i]!r} is not a boolean")
+            raise SchemaError(f"{where}: column '{col.name}' row {i + 2}: {_show(s.iloc[i])} is not a boolean")
         out = low.map(lambda v: None if pd.isna(v) else v in _TRUE)
         return out if s.isna().any() else out.astype(bool)
     num = pd.to_numeric(s, errors="coerce")
     bad = s.notna() & num.isna()
     if bad.any():
         i = _first_bad(bad)
-        raise SchemaError(f"{where}: column '{col.name}' row {i + 2}: {s.iloc[i]!r} is not a number")
+        raise SchemaError(f"{where}: column '{col.name}' row {i + 2}: {_show(s.iloc[i])} is not a number")
     if col.dtype == "int":
         frac = num.notna() & (num != np.round(num))
         if frac.any():
             i = _first_bad(frac)
-            raise SchemaError(f"{where}: column '{col.name}' row {i + 2}: {s.iloc[i]!r} is not an integer")
+            raise SchemaError(f"{where}: column '{col.name}' row {i + 2}: {_show(s.iloc[i])} is not an integer")
         return num.astype("Int64") if num.isna().any() else num.astype("int64")
     return num.astype(float)
 
@@ -179,16 +185,16 @@ def _check(s: pd.Series, col: Column, where: str) -> None:
             if bad.any():
                 i = _first_bad(bad)
                 raise SchemaError(
-                    f"{where}: column '{col.name}' row {i + 2}: {vals.iloc[i]!r} is below the minimum {col.min}")
+                    f"{where}: column '{col.name}' row {i + 2}: {_show(vals.iloc[i])} is below the minimum {col.min}")
         if col.max is not None:
             bad = vals > col.max
             if bad.any():
                 i = _first_bad(bad)
                 raise SchemaError(
-                    f"{where}: column '{col.name}' row {i + 2}: {vals.iloc[i]!r} is above the maximum {col.max}")
+                    f"{where}: column '{col.name}' row {i + 2}: {_show(vals.iloc[i])} is above the maximum {col.max}")
     if col.allowed is not None:
         bad = s.notna() & ~s.isin(col.allowed)
         if bad.any():
             i = _first_bad(bad)
-            raise SchemaError(f"{where}: column '{col.name}' row {i + 2}: {s.iloc[i]!r} is not one of "
+            raise SchemaError(f"{where}: column '{col.name}' row {i + 2}: {_show(s.iloc[i])} is not one of "
                               f"{', '.join(col.allowed)}")

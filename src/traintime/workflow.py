@@ -43,12 +43,13 @@ def find_repo_root(start: Path | None = None) -> Path:
 def mock_snakemake(rulename: str, configfiles: list[str] | None = None, **wildcards: str) -> Any:
     """Build the ``snakemake`` object a rule's script would get, without running Snakemake.
 
-    Parses the workflow with Snakemake's API (config validated as in a real run), selects the
-    job of ``rulename`` for the given wildcards and returns a :class:`snakemake.script.Snakemake`.
+    Parses the workflow with Snakemake's API (so the config is validated as in a real run),
+    expands ``rulename`` for the given wildcards and returns a
+    :class:`snakemake.iocontainers.Snakemake` with input, output, params, log and config.
     """
     from snakemake.api import SnakemakeApi
+    from snakemake.iocontainers import Snakemake, Wildcards
     from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
-    from snakemake.script import Snakemake
 
     root = find_repo_root()
     os.chdir(root)
@@ -59,17 +60,22 @@ def mock_snakemake(rulename: str, configfiles: list[str] | None = None, **wildca
             resource_settings=ResourceSettings(cores=1),
             config_settings=ConfigSettings(configfiles=[Path(c) for c in (configfiles or [])]),
         )
-        workflow = wf_api._workflow
-        workflow.include(root / "Snakefile", overwrite_default_target=True)
+        workflow = wf_api._workflow  # parses the Snakefile (validates the config)
         rule = workflow.get_rule(rulename)
+        missing = [w for w in rule.wildcard_names if w not in wildcards]
+        if missing:
+            raise TraintimeError(f"rule {rulename} needs wildcard(s) {', '.join(sorted(missing))}: "
+                                 f"pass them as name=value arguments")
         wc = dict(wildcards)
-        job_io = rule.expand_input(wc)[0], rule.expand_output(wc)[0]
-        params = rule.expand_params(wc, job_io[0], job_io[1], None)
+        inp = rule.expand_input(wc)[0]
+        out = rule.expand_output(wc)[0]
+        params = rule.expand_params(wc, inp, out, None)[0]
         logs = rule.expand_log(wc)
-        for path in list(job_io[1]) + list(logs):
+        for path in [*out, *logs]:
             Path(path).parent.mkdir(parents=True, exist_ok=True)
-        return Snakemake(job_io[0], job_io[1], params, wc, 1, {}, logs, workflow.config,
-                         rulename, None, None)
+        wc_obj = Wildcards(fromdict=wc)
+        return Snakemake(inp, out, params, wc_obj, 1, {}, logs, workflow.config, rulename, None,
+                         str(root / "workflow_scripts"))
 
 
 def _configure_logging(log_files: list[str]) -> None:
@@ -91,11 +97,11 @@ def _configure_logging(log_files: list[str]) -> None:
 def run_script(main: Callable[[Any], None], rulename: str, script_globals: dict[str, Any]) -> None:
     """Run ``main(snakemake)`` with logging and clean user-error reporting (see module doc)."""
     sm = script_globals.get("snakemake")
-    if sm is None:
-        wildcards = dict(arg.split("=", 1) for arg in sys.argv[1:] if "=" in arg)
-        sm = mock_snakemake(rulename, **wildcards)
-    _configure_logging([str(p) for p in getattr(sm, "log", [])])
     try:
+        if sm is None:
+            wildcards = dict(arg.split("=", 1) for arg in sys.argv[1:] if "=" in arg)
+            sm = mock_snakemake(rulename, **wildcards)
+        _configure_logging([str(p) for p in getattr(sm, "log", [])])
         main(sm)
     except TraintimeError as exc:
         log.error("%s", exc)

@@ -1,1 +1,0 @@
-# chronos stage: see rules/chronos.smk owner notes.

@@ -1,0 +1,1 @@
+# placeholder: filled by the chronos_convergence stage
