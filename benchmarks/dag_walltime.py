@@ -1,0 +1,54 @@
+"""Benchmark: wall time of the default DAG from scratch on this machine (target <= 10 minutes).
+
+Runs ``snakemake --cores N`` on the embedded default config in a fresh temporary working
+directory (so existing results/ are neither used nor touched) and prints the wall time, the
+number of jobs and the slowest rules (from Snakemake's per-job logs of this run).
+
+    .venv/bin/python benchmarks/dag_walltime.py --cores 2 [--keep DIR]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cores", type=int, default=2)
+    ap.add_argument("--keep", type=Path, help="run in this folder and keep its results")
+    ap.add_argument("--target-min", type=float, default=10.0)
+    args = ap.parse_args()
+
+    work = args.keep or Path(tempfile.mkdtemp(prefix="traintime-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ)
+    env.setdefault("TRAINTIME_DATA_MIRROR", str((REPO / ".." / "shared" / "data").resolve()))
+    snakemake = str(Path(sys.executable).with_name("snakemake"))
+    cmd = [snakemake, "-s", str(REPO / "Snakefile"), "--directory", str(work), "--cores", str(args.cores),
+           "--benchmark-extended"]
+    t0 = time.perf_counter()
+    res = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
+    wall = time.perf_counter() - t0
+    jobs = re.findall(r"^rule (\w+):", res.stderr + res.stdout, flags=re.M)
+    print(f"default DAG: exit {res.returncode}, {len(jobs)} jobs, wall time {wall:.1f} s "
+          f"({wall / 60:.2f} min) on {args.cores} cores; target <= {args.target_min:.0f} min: "
+          f"{'met' if wall <= args.target_min * 60 and res.returncode == 0 else 'NOT met'}")
+    if res.returncode != 0:
+        print((res.stderr or res.stdout)[-3000:])
+    if not args.keep:
+        shutil.rmtree(work, ignore_errors=True)
+    return res.returncode
+
+
+if __name__ == "__main__":
+    sys.exit(main())
