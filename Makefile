@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 CORES  ?= 2
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup run dry-run test test-fast lint bench report clean help
+.PHONY: setup run dry-run test test-fast test-slurm slurm-up slurm-down lint bench report clean help
 
 help:
 	@echo "make run       set up .venv and run the default DAG (results/)"
@@ -14,6 +14,7 @@ help:
 	@echo "make dry-run   list the jobs of the default DAG"
 	@echo "make lint      snakemake --lint"
 	@echo "make bench     time the default DAG from scratch (benchmarks/dag_walltime.py)"
+	@echo "make test-slurm  SLURM executor test on a local single-node cluster (root; apt-get)"
 	@echo "make report    build report.zip from results/ (snakemake --report)"
 
 $(STAMP): requirements.txt pyproject.toml
@@ -36,6 +37,15 @@ test: setup
 
 test-fast: setup
 	$(BIN)/python -m pytest -m "not slow and not slurm"
+
+test-slurm: setup
+	$(BIN)/python -m pytest -m slurm tests/test_slurm.py
+
+slurm-up:
+	.ci/slurm_up.sh
+
+slurm-down:
+	.ci/slurm_down.sh --purge
 
 lint: setup
 	$(BIN)/snakemake --lint
