@@ -67,11 +67,30 @@ def load_nvml() -> ModuleType | None:
     return pynvml
 
 
+def nvml_handle(nvml: Any, cuda_index: int = 0) -> Any:
+    """NVML handle of the GPU that CUDA calls device ``cuda_index`` in this process.
+
+    NVML numbers all GPUs of the node and ignores ``CUDA_VISIBLE_DEVICES``; under SLURM (or any
+    restricted visibility) index 0 may be another job's GPU. When CUDA is up, the device is
+    therefore looked up by its UUID; otherwise by index.
+    """
+    try:
+        import torch
+
+        if torch.cuda.is_available() and hasattr(nvml, "nvmlDeviceGetHandleByUUID"):
+            uuid = str(torch.cuda.get_device_properties(cuda_index).uuid)
+            key = uuid if uuid.startswith(("GPU-", "MIG-")) else f"GPU-{uuid}"
+            return nvml.nvmlDeviceGetHandleByUUID(key)
+    except Exception as exc:  # old torch without .uuid, NVML refusing the UUID form
+        log.debug("NVML lookup by UUID failed (%s); using the index", exc)
+    return nvml.nvmlDeviceGetHandleByIndex(cuda_index)
+
+
 def _nvml_read(nvml: ModuleType, index: int) -> dict[str, Any]:
     """Driver version and SM clocks through NVML (read-only calls only). Missing values -> None."""
     out: dict[str, Any] = {}
     try:
-        handle = nvml.nvmlDeviceGetHandleByIndex(index)
+        handle = nvml_handle(nvml, index)
     except Exception:
         return out
     for key, call in (

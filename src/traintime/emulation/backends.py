@@ -408,8 +408,10 @@ class NvmlClockBackend(Backend):
         if self._handle is None:
             nvml = self._lib()
             self._call("nvmlInit", nvml.nvmlInit)
-            self._handle = self._call("nvmlDeviceGetHandleByIndex", nvml.nvmlDeviceGetHandleByIndex,
-                                      self._index)
+            # by UUID when CUDA is up: NVML indices ignore CUDA_VISIBLE_DEVICES (SLURM)
+            from traintime.device import nvml_handle
+
+            self._handle = self._call("nvmlDeviceGetHandleByIndex", nvml_handle, nvml, self._index)
 
     def read_clock(self) -> float | None:
         """Current SM clock, MHz (None if NVML does not answer)."""

@@ -106,7 +106,7 @@ def run_child(workloads: Sequence[WorkloadSpec], applied: Applied, host_gpu: str
 
 
 def _child_main(job_path: str, out_path: str) -> None:
-    from traintime.device import load_nvml
+    from traintime.device import load_nvml, nvml_handle
 
     job = json.loads(Path(job_path).read_text())
     a = job["applied"]
@@ -119,7 +119,7 @@ def _child_main(job_path: str, out_path: str) -> None:
     if job.get("read_clock"):
         nv = load_nvml()
         if nv is not None:
-            handle = nv.nvmlDeviceGetHandleByIndex(0)
+            handle = nvml_handle(nv, 0)
             applied.clock_reader = lambda: float(nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_SM))
     rows = [measure_workload(WorkloadSpec(**w), host_gpu=job["host_gpu"], device=job.get("device"),
                              applied=applied, replays=job["replays"], synthetic=job.get("synthetic", False))
