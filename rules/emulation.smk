@@ -1,1 +1,416 @@
-# emulation stage: see rules/emulation.smk owner notes.
+# Zero-shot latency prediction by host emulation: data and analysis (runs without a GPU).
+#
+#   retrieve_traces          every pinned gpu_profiler trace that can be had -> raw folder + manifest
+#   normalise_traces         -> results/data/traces.csv (schema target_trace)
+#   emulation_measurements   host rows found in emulation.measurement_dirs -> one validated table
+#   emulation_predict        spec mapping (p, f), spec-mapped and oracle predictions from host rows
+#   emulation_flops          FLOPS-scaling baseline (reference host trace as the unrestricted host)
+#   emulation_learned        learned cross-GPU baseline (xgboost, leave-one-target-GPU-out, all seeds)
+#   emulation_analytic       Habitat/NeuSight-style baselines over per-op host profiles (if any)
+#   emulation_table1..5, emulation_figure2..7, emulation_claims
+#
+# Host measurements (rules/emulation_host.smk) are read from the folders in
+# config emulation.measurement_dirs. They are not inputs (that would pull the GPU rules into the
+# default DAG); their names and contents enter a params fingerprint, so adding or changing a
+# measurement file re-runs the analysis.
+
+import glob as _glob
+
+from traintime.emulation.analysis import files_fingerprint, measurement_files
+
+EMU = f"{RESULTS}/emulation"
+EMU_CFG = config["emulation"]
+EMU_MEASUREMENT_FILES = measurement_files(EMU_CFG["measurement_dirs"])
+EMU_MEASUREMENT_FINGERPRINT = files_fingerprint(EMU_MEASUREMENT_FILES)
+EMU_OP_FILES = sorted(_glob.glob(EMU_CFG["op_profile_glob"]))
+EMU_OP_FINGERPRINT = files_fingerprint(EMU_OP_FILES)
+EMU_PREDICTIONS = [
+    f"{EMU}/predictions_emulation.csv",
+    f"{EMU}/predictions_flops.csv",
+    f"{EMU}/predictions_learned.csv",
+    f"{EMU}/predictions_analytic.csv",
+]
+EMU_TABLES = ["table1", "table2", "table3", "table4", "table5"]
+EMU_FIGURES = ["figure2", "figure3", "figure4", "figure5", "figure6", "figure7"]
+
+
+rule retrieve_traces:
+    """Retrieve every pinned trace file (mirror or URL, sha256-checked); absent files are skipped."""
+    output:
+        traces=directory(f"{RAW}/gpu_profiler/gpu_traces"),
+        manifest=f"{DATA}/traces_manifest.csv",
+    params:
+        source=config["data"]["sources"]["gpu_profiler"],
+        mirror=data_mirror(),
+        allow_download=config["data"]["allow_download"],
+        gpu_specs=config["gpu_specs"],
+    log:
+        f"{LOGS}/emulation/retrieve_traces.log",
+    localrule: True
+    conda:
+        env("data")
+    script:
+        "../workflow_scripts/emulation_retrieve_traces.py"
+
+
+rule normalise_traces:
+    """Normalise the retrieved traces (canonical GPU names, model family, cleanup flag kept)."""
+    input:
+        traces=f"{RAW}/gpu_profiler/gpu_traces",
+        manifest=f"{DATA}/traces_manifest.csv",
+    output:
+        f"{DATA}/traces.csv",
+    params:
+        gpu_specs=config["gpu_specs"],
+    log:
+        f"{LOGS}/emulation/normalise_traces.log",
+    conda:
+        env("data")
+    script:
+        "../workflow_scripts/emulation_normalise_traces.py"
+
+
+rule emulation_measurements:
+    """Merge and validate the host latency rows present in the measurement folders."""
+    output:
+        rows=f"{EMU}/measurements.csv",
+        sources=f"{EMU}/measurements_sources.json",
+    params:
+        dirs=EMU_CFG["measurement_dirs"],
+        files=EMU_MEASUREMENT_FILES,
+        fingerprint=EMU_MEASUREMENT_FINGERPRINT,
+    log:
+        f"{LOGS}/emulation/measurements.log",
+    conda:
+        env("emulation")
+    script:
+        "../workflow_scripts/emulation_measurements.py"
+
+
+rule emulation_predict:
+    """Zero-shot (p, f) mapping per host and target; spec-mapped and oracle predictions."""
+    input:
+        traces=f"{DATA}/traces.csv",
+        rows=f"{EMU}/measurements.csv",
+    output:
+        mapping=f"{EMU}/spec_mapping.csv",
+        predictions=f"{EMU}/predictions_emulation.csv",
+        oracle=f"{EMU}/oracle.csv",
+    params:
+        cfg=EMU_CFG,
+        gpu_specs=config["gpu_specs"],
+    log:
+        f"{LOGS}/emulation/predict.log",
+    conda:
+        env("emulation")
+    script:
+        "../workflow_scripts/emulation_predict.py"
+
+
+rule emulation_flops:
+    """FLOPS-scaling baseline for every precision and batch size of the traces."""
+    input:
+        traces=f"{DATA}/traces.csv",
+    output:
+        f"{EMU}/predictions_flops.csv",
+    params:
+        cfg=EMU_CFG,
+        gpu_specs=config["gpu_specs"],
+    log:
+        f"{LOGS}/emulation/flops.log",
+    conda:
+        env("emulation")
+    script:
+        "../workflow_scripts/emulation_flops.py"
+
+
+rule emulation_learned:
+    """Learned cross-GPU baseline on the main slice, leave-one-target-GPU-out, every seed."""
+    input:
+        traces=f"{DATA}/traces.csv",
+    output:
+        f"{EMU}/predictions_learned.csv",
+    params:
+        cfg=EMU_CFG,
+        seeds=config["seeds"],
+        gpu_specs=config["gpu_specs"],
+    log:
+        f"{LOGS}/emulation/learned.log",
+    conda:
+        env("emulation")
+    script:
+        "../workflow_scripts/emulation_learned.py"
+
+
+rule emulation_analytic:
+    """Habitat- and NeuSight-style predictions over per-op host profiles (skipped when none)."""
+    input:
+        traces=f"{DATA}/traces.csv",
+        rows=f"{EMU}/measurements.csv",
+    output:
+        predictions=f"{EMU}/predictions_analytic.csv",
+        status=f"{EMU}/analytic_status.md",
+    params:
+        cfg=EMU_CFG,
+        files=EMU_OP_FILES,
+        fingerprint=EMU_OP_FINGERPRINT,
+        gpu_specs=config["gpu_specs"],
+    log:
+        f"{LOGS}/emulation/analytic.log",
+    conda:
+        env("emulation")
+    script:
+        "../workflow_scripts/emulation_analytic.py"
+
+
+rule emulation_table1:
+    """Table 1: method comparison (MAPE, median APE, SD, Spearman, Pearson of logs)."""
+    input:
+        predictions=EMU_PREDICTIONS,
+        manifest=f"{DATA}/traces_manifest.csv",
+    output:
+        csv=f"{TABLES}/emulation_table1.csv",
+        md=report(f"{TABLES}/emulation_table1.md", caption="../report/emulation_table1.rst",
+                  category="Zero-shot emulation"),
+    params:
+        cfg=EMU_CFG,
+        table="table1",
+    log:
+        f"{LOGS}/emulation/table1.log",
+    conda:
+        env("emulation")
+    script:
+        "../workflow_scripts/emulation_tables.py"
+
+
+rule emulation_table2:
+    """Table 2: best and worst targets and models; per-target MAPE bars."""
+    input:
+        predictions=EMU_PREDICTIONS,
+        manifest=f"{DATA}/traces_manifest.csv",
+    output:
+        csv=f"{TABLES}/emulation_table2.csv",
+        md=report(f"{TABLES}/emulation_table2.md", caption="../report/emulation_table2.rst",
+                  category="Zero-shot emulation"),
+        per_target=f"{TABLES}/emulation_per_target.csv",
+        figure=report(f"{FIGURES}/emulation_per_target.png", caption="../report/emulation_per_target.rst",
+                      category="Zero-shot emulation"),
+    params:
+        cfg=EMU_CFG,
+        table="table2",
+    log:
+        f"{LOGS}/emulation/table2.log",
+    conda:
+        env("emulation")
+    script:
+        "../workflow_scripts/emulation_tables.py"
+
+
+rule emulation_table3:
+    """Table 3: per-workload device-ranking Spearman (mean, median, P10, P90)."""
+    input:
+        predictions=EMU_PREDICTIONS,
+        manifest=f"{DATA}/traces_manifest.csv",
+    output:
+        csv=f"{TABLES}/emulation_table3.csv",
+        md=report(f"{TABLES}/emulation_table3.md", caption="../report/emulation_table3.rst",
+                  category="Zero-shot emulation"),
+    params:
+        cfg=EMU_CFG,
+        table="table3",
+    log:
+        f"{LOGS}/emulation/table3.log",
+    conda:
+        env("emulation")
+    script:
+        "../workflow_scripts/emulation_tables.py"
+
+
+rule emulation_table4:
+    """Table 4: agreement between two hosts (needs emulation measurements from two hosts)."""
+    input:
+        predictions=EMU_PREDICTIONS,
+        manifest=f"{DATA}/traces_manifest.csv",
+    output:
+        csv=f"{TABLES}/emulation_table4.csv",
+        md=report(f"{TABLES}/emulation_table4.md", caption="../report/emulation_table4.rst",
+                  category="Zero-shot emulation"),
+    params:
+        cfg=EMU_CFG,
+        table="table4",
+    log:
+        f"{LOGS}/emulation/table4.log",
+    conda:
+        env("emulation")
+    script:
+        "../workflow_scripts/emulation_tables.py"
+
+
+rule emulation_table5:
+    """Table 5: MAPE by model family."""
+    input:
+        predictions=EMU_PREDICTIONS,
+        manifest=f"{DATA}/traces_manifest.csv",
+    output:
+        csv=f"{TABLES}/emulation_table5.csv",
+        md=report(f"{TABLES}/emulation_table5.md", caption="../report/emulation_table5.rst",
+                  category="Zero-shot emulation"),
+    params:
+        cfg=EMU_CFG,
+        table="table5",
+    log:
+        f"{LOGS}/emulation/table5.log",
+    conda:
+        env("emulation")
+    script:
+        "../workflow_scripts/emulation_tables.py"
+
+
+rule emulation_figure2:
+    """Figure 2: latency vs SM count on real targets (traces) and on the restricted host (sweep)."""
+    input:
+        traces=f"{DATA}/traces.csv",
+        rows=f"{EMU}/measurements.csv",
+    output:
+        report(f"{FIGURES}/emulation_figure2.png", caption="../report/emulation_figure2.rst",
+               category="Zero-shot emulation"),
+    params:
+        cfg=EMU_CFG,
+        figure="figure2",
+        gpu_specs=config["gpu_specs"],
+    log:
+        f"{LOGS}/emulation/figure2.log",
+    conda:
+        env("emulation")
+    script:
+        "../workflow_scripts/emulation_figures.py"
+
+
+rule emulation_figure3:
+    """Figure 3: |log ratio| landscapes over the host's (clock, SM share) sweep."""
+    input:
+        traces=f"{DATA}/traces.csv",
+        rows=f"{EMU}/measurements.csv",
+    output:
+        report(f"{FIGURES}/emulation_figure3.png", caption="../report/emulation_figure3.rst",
+               category="Zero-shot emulation"),
+    params:
+        cfg=EMU_CFG,
+        figure="figure3",
+        gpu_specs=config["gpu_specs"],
+    log:
+        f"{LOGS}/emulation/figure3.log",
+    conda:
+        env("emulation")
+    script:
+        "../workflow_scripts/emulation_figures.py"
+
+
+rule emulation_figure4:
+    """Figure 4: measured vs predicted batch latency for a few models and targets."""
+    input:
+        predictions=EMU_PREDICTIONS,
+    output:
+        report(f"{FIGURES}/emulation_figure4.png", caption="../report/emulation_figure4.rst",
+               category="Zero-shot emulation"),
+    params:
+        cfg=EMU_CFG,
+        figure="figure4",
+        gpu_specs=config["gpu_specs"],
+    log:
+        f"{LOGS}/emulation/figure4.log",
+    conda:
+        env("emulation")
+    script:
+        "../workflow_scripts/emulation_figures.py"
+
+
+rule emulation_figure5:
+    """Figure 5: share of predictions within 5/10/20/50% APE."""
+    input:
+        predictions=EMU_PREDICTIONS,
+    output:
+        report(f"{FIGURES}/emulation_figure5.png", caption="../report/emulation_figure5.rst",
+               category="Zero-shot emulation"),
+    params:
+        cfg=EMU_CFG,
+        figure="figure5",
+        gpu_specs=config["gpu_specs"],
+    log:
+        f"{LOGS}/emulation/figure5.log",
+    conda:
+        env("emulation")
+    script:
+        "../workflow_scripts/emulation_figures.py"
+
+
+rule emulation_figure6:
+    """Figure 6: bias by target generation and input size."""
+    input:
+        predictions=EMU_PREDICTIONS,
+    output:
+        report(f"{FIGURES}/emulation_figure6.png", caption="../report/emulation_figure6.rst",
+               category="Zero-shot emulation"),
+    params:
+        cfg=EMU_CFG,
+        figure="figure6",
+        gpu_specs=config["gpu_specs"],
+    log:
+        f"{LOGS}/emulation/figure6.log",
+    conda:
+        env("emulation")
+    script:
+        "../workflow_scripts/emulation_figures.py"
+
+
+rule emulation_figure7:
+    """Figure 7: MAPE by precision x batch size x input size."""
+    input:
+        predictions=EMU_PREDICTIONS,
+    output:
+        report(f"{FIGURES}/emulation_figure7.png", caption="../report/emulation_figure7.rst",
+               category="Zero-shot emulation"),
+    params:
+        cfg=EMU_CFG,
+        figure="figure7",
+        gpu_specs=config["gpu_specs"],
+    log:
+        f"{LOGS}/emulation/figure7.log",
+    conda:
+        env("emulation")
+    script:
+        "../workflow_scripts/emulation_figures.py"
+
+
+rule emulation_claims:
+    """Claims of the zero-shot paper vs. this reproduction."""
+    input:
+        predictions=EMU_PREDICTIONS,
+        manifest=f"{DATA}/traces_manifest.csv",
+        traces=f"{DATA}/traces.csv",
+        table1=f"{TABLES}/emulation_table1.csv",
+        table2=f"{TABLES}/emulation_table2.csv",
+        table3=f"{TABLES}/emulation_table3.csv",
+        table4=f"{TABLES}/emulation_table4.csv",
+        table5=f"{TABLES}/emulation_table5.csv",
+    output:
+        csv=f"{RESULTS}/claims_zero_shot.csv",
+        md=report(f"{RESULTS}/claims_zero_shot.md", caption="../report/emulation_claims.rst",
+                  category="Claims"),
+    params:
+        cfg=EMU_CFG,
+        gpu_specs=config["gpu_specs"],
+    log:
+        f"{LOGS}/emulation/claims.log",
+    conda:
+        env("emulation")
+    script:
+        "../workflow_scripts/emulation_claims.py"
+
+
+ALL_TARGETS.extend(
+    [f"{DATA}/traces.csv", f"{EMU}/spec_mapping.csv", f"{RESULTS}/claims_zero_shot.md"]
+    + [f"{TABLES}/emulation_{t}.md" for t in EMU_TABLES]
+    + [f"{FIGURES}/emulation_{f}.png" for f in EMU_FIGURES]
+    + [f"{FIGURES}/emulation_per_target.png"]
+)

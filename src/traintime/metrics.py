@@ -9,7 +9,6 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-from scipy import stats
 
 
 def _arrays(y_true: Sequence[float], y_pred: Sequence[float]) -> tuple[np.ndarray, np.ndarray]:
@@ -52,6 +51,8 @@ def spearman(y_true: Sequence[float], y_pred: Sequence[float]) -> float:
     t, p = _arrays(y_true, y_pred)
     if t.size < 2:
         return float("nan")
+    from scipy import stats  # lazy: ~1 s of import per job otherwise
+
     return float(stats.spearmanr(t, p).statistic)
 
 
@@ -60,6 +61,8 @@ def pearson_log(y_true: Sequence[float], y_pred: Sequence[float]) -> float:
     t, p = _arrays(y_true, y_pred)
     if t.size < 2:
         return float("nan")
+    from scipy import stats
+
     return float(stats.pearsonr(np.log(t), np.log(p)).statistic)
 
 

@@ -1,0 +1,21 @@
+"""Learned cross-GPU baseline, leave-one-target-GPU-out, every seed (rule emulation_learned)."""
+
+from traintime.emulation.analysis import to_predictions
+from traintime.emulation.baselines import leave_one_gpu_out
+from traintime.emulation.traces import evaluation_slice, load_traces
+from traintime.io import write_csv
+from traintime.specs import canonical_gpu, load_specs
+from traintime.workflow import run_script
+
+
+def main(snakemake):
+    cfg, specs = snakemake.params.cfg, load_specs(snakemake.params.gpu_specs)
+    rows = evaluation_slice(load_traces(snakemake.input.traces), cfg["precision"], cfg["batch_size"],
+                            cfg["include_cleanup"], cfg["exclude_models"])
+    host = canonical_gpu(cfg["reference_host"], specs)
+    pred = leave_one_gpu_out(rows, rows, host, snakemake.params.seeds, specs, **cfg["learned"])
+    write_csv(to_predictions(pred, "learned"), snakemake.output[0])
+
+
+if __name__ == "__main__":
+    run_script(main, "emulation_learned", globals())

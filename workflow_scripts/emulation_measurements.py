@@ -1,0 +1,18 @@
+"""Merge host latency rows from the measurement folders (rule emulation_measurements)."""
+
+from traintime.emulation.analysis import load_host_rows
+from traintime.io import write_csv, write_json
+from traintime.workflow import run_script
+
+
+def main(snakemake):
+    p = snakemake.params
+    rows = load_host_rows(p.files)
+    write_csv(rows, snakemake.output.rows)
+    write_json({"folders": list(p.dirs), "files": list(p.files), "fingerprint": p.fingerprint,
+                "rows": int(len(rows)), "hosts": sorted(rows["host_gpu"].unique().tolist())},
+               snakemake.output.sources)
+
+
+if __name__ == "__main__":
+    run_script(main, "emulation_measurements", globals())
