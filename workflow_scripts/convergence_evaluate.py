@@ -1,0 +1,24 @@
+"""Out-of-fold T_conv predictions of one estimator under every protocol and seed (rule convergence_evaluate)."""
+
+import logging
+import time
+
+from traintime.convergence import PREDICTIONS, evaluate
+from traintime.data.chronos_convergence import load_convergence
+from traintime.io import write_csv
+from traintime.workflow import run_script
+
+log = logging.getLogger("traintime.convergence")
+
+
+def main(snakemake):
+    rows = load_convergence(snakemake.input[0])
+    t0 = time.perf_counter()
+    preds = evaluate(rows, [snakemake.wildcards.method], snakemake.params.protocols, snakemake.params.seeds,
+                     group_protocol_seeds=snakemake.params.group_protocol_seeds, n_jobs=snakemake.threads)
+    write_csv(PREDICTIONS.validate(preds, source=snakemake.output[0]), snakemake.output[0])
+    log.info("%s: %d predictions in %.1f s", snakemake.wildcards.method, len(preds), time.perf_counter() - t0)
+
+
+if __name__ == "__main__":
+    run_script(main, "convergence_evaluate", globals())

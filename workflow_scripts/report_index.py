@@ -1,0 +1,16 @@
+"""Write results/report_index.md listing every product of the run (rule report_index)."""
+
+from pathlib import Path
+
+from traintime.io import write_text
+from traintime.report import report_index_markdown
+from traintime.workflow import run_script
+
+
+def main(snakemake):
+    out = Path(snakemake.output[0])  # results/report_index.md: the index covers its folder
+    write_text(report_index_markdown(out.parent, list(snakemake.input)), out)
+
+
+if __name__ == "__main__":
+    run_script(main, "report_index", globals())
