@@ -7,6 +7,11 @@
 #                          -> results/emulation/host/sweep_<HOST>.csv
 #   emulation_host_mapped  every workload at the spec-mapped (p, f) of one target
 #                          -> results/emulation/host/mapped_<HOST>_<TARGET>.csv
+#   emulation_host_ops     per-op profile (torch.profiler, unrestricted device) of every model x
+#                          img size at ops_batch_sizes x ops_precisions, for the Habitat/NeuSight-
+#                          style baselines -> results/emulation/host/ops/<HOST>.csv (schema
+#                          op_profile; read through emulation.op_profile_glob); joins `rule all`
+#                          when profile_ops is true
 #
 # Rows follow the host_latency schema (traintime.emulation.schema) and are read by the analysis
 # from emulation.measurement_dirs. Backends: emulation.host.backend (none | mps | green_ctx) and
@@ -72,8 +77,27 @@ rule emulation_host_mapped:
         "../workflow_scripts/emulation_host_mapped.py"
 
 
+rule emulation_host_ops:
+    """Per-op profile of every configured model and input size on the unrestricted host GPU."""
+    output:
+        f"{EMULATION_HOST_DIR}/ops/{EMULATION_HOST}.csv",
+    params:
+        host=_HOST_CFG,
+        gpu_specs=config["gpu_specs"],
+    resources:
+        gpu=1,
+    log:
+        f"{LOGS}/emulation_host/ops_{EMULATION_HOST}.log",
+    conda:
+        env("emulation")
+    script:
+        "../workflow_scripts/emulation_host_ops.py"
+
+
 if _HOST_CFG["enabled"]:
     ALL_TARGETS.extend(
         [f"{EMULATION_HOST_DIR}/sweep_{EMULATION_HOST}.csv"]
         + [f"{EMULATION_HOST_DIR}/mapped_{EMULATION_HOST}_{t}.csv" for t in EMULATION_HOST_TARGETS]
     )
+    if _HOST_CFG["profile_ops"]:
+        ALL_TARGETS.append(f"{EMULATION_HOST_DIR}/ops/{EMULATION_HOST}.csv")

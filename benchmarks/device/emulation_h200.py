@@ -9,6 +9,9 @@ What it does
     the device: a 4096^3 fp32 matmul timed eagerly and as a CUDA graph on green streams of 16 and 64
     SMs against the whole device (expect ~8x and ~2x slower; a ratio near 1 means the partition
     does not bind and the sweep's green rows are not restricted -- the JSON says so).
+    Optionally (--profile-ops), after the sweep: a per-op profile (torch.profiler, whole device, no
+    green context) of a few models at fp32, batch 16, for the Habitat/NeuSight-style baselines
+    (traintime.emulation.profile_ops; --ops-budget-s of the budget is kept for it).
 
 What it never does
     No clock locking, no MPS, no power or compute-mode change, no GPU reset: green contexts (a
@@ -19,10 +22,14 @@ where the emulation analysis reads host rows; --cpu-smoke never copies)
     emulation_h200_host_latency.csv   host-latency rows (traintime.emulation.schema.HOST_LATENCY)
     emulation_h200_latency_vs_sms.png latency vs SMs, one panel per input size
     emulation_h200_run.json           device, versions, plan, green-context check, skipped points
+    emulation_h200_ops.csv            per-op profile rows (emulation.baselines.OP_PROFILE), only
+                                      with --profile-ops; the analysis reads op profiles through
+                                      emulation.op_profile_glob (copy or point it there)
 
 How to run (from the repository root of a fresh checkout; nothing to install)
     set -o pipefail; export PYTHONUNBUFFERED=1; timeout -s TERM 470 python3 \
-        benchmarks/device/emulation_h200.py --out "$OUT" --budget-s 400 2>&1 | tee "$OUT/emulation_h200_log.txt"
+        benchmarks/device/emulation_h200.py --out "$OUT" --budget-s 400 --profile-ops 2>&1 \
+        | tee "$OUT/emulation_h200_log.txt"
     (device `run` with timeout_s=540; on SIGTERM the outputs so far are still written; expected
     wall time about 3-5 minutes.) Then copy the returned CSV/PNG/JSON into results/reference/.
     The script puts ./src on sys.path, so `pip install -e .` is not needed (an offline editable
@@ -53,11 +60,12 @@ if str(REPO / "src") not in sys.path:
 from traintime.device import DeviceInfo, check_expected_device, describe_device, load_nvml  # noqa: E402
 from traintime.emulation.backends import (Applied, GreenContextBackend, GreenHandle, NoRestriction,  # noqa: E402
                                           Setting, round_green_sms, sm_resource_info)
+from traintime.emulation.profile_ops import ops_to_frame, profile_workloads  # noqa: E402
 from traintime.emulation.sweep import rows_to_frame, write_rows  # noqa: E402
 from traintime.emulation.timer import (empty_row, free_device_memory, is_oom, measure_step)  # noqa: E402
 from traintime.emulation.workload import WorkloadSpec, check_model_name, make_workload  # noqa: E402
 from traintime.errors import TraintimeError  # noqa: E402
-from traintime.io import write_json  # noqa: E402
+from traintime.io import write_csv, write_json  # noqa: E402
 
 MODELS = ["resnet18", "resnet50", "vit_tiny_patch16_224", "convnext_tiny", "mobilenetv3_large_100"]
 IMGS = [224, 128, 64]
@@ -67,6 +75,10 @@ PRECISION = "fp32"
 EXPECTED_GPU = "H200"
 H200_SMS, H200_CC = 132, "9.0"
 PREFIX = "emulation_h200"
+#: models of the optional per-op profile (--profile-ops), at every --ops-imgs size
+OPS_MODELS = ["resnet50", "vit_tiny_patch16_224", "convnext_tiny"]
+OPS_BUDGET_S = 90.0
+OPS_REPEATS = 3
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -84,6 +96,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     ap.add_argument("--budget-s", type=float, default=420.0,
                     help="stop starting new points after this many seconds (outputs are still written)")
     ap.add_argument("--skip-check", action="store_true", help="skip the green-context matmul check")
+    ap.add_argument("--profile-ops", action="store_true",
+                    help="after the sweep, profile the ops of --ops-models on the whole device (torch.profiler)")
+    ap.add_argument("--ops-models", nargs="+", default=OPS_MODELS)
+    ap.add_argument("--ops-imgs", nargs="+", type=int, default=None, help="input sizes (default: --imgs)")
+    ap.add_argument("--ops-repeats", type=int, default=OPS_REPEATS, help="profiled steps (per-op time = minimum)")
+    ap.add_argument("--ops-budget-s", type=float, default=OPS_BUDGET_S,
+                    help="seconds of --budget-s kept for the per-op profiles (the sweep stops earlier)")
     mode = ap.add_mutually_exclusive_group()
     mode.add_argument("--dry-run", action="store_true", help="print the plan; no CUDA")
     mode.add_argument("--cpu-smoke", action="store_true",
@@ -93,6 +112,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         args.reference_dir = ""
         if args.models == MODELS:
             args.models, args.imgs, args.sms, args.batch, args.replays = ["test_vit"], [32], [16, 64], 2, 2
+        if args.ops_models == OPS_MODELS:
+            args.ops_models, args.ops_repeats = ["test_vit"], 1
+    if args.ops_imgs is None:
+        args.ops_imgs = list(args.imgs)
     return args
 
 
@@ -102,13 +125,14 @@ def say(msg: str) -> None:
 
 def plan(args: argparse.Namespace, sms_total: int, cc: str) -> dict[str, Any]:
     """Workloads and settings; partitions rounded as the driver will be asked."""
-    for m in args.models:
+    for m in [*args.models, *(args.ops_models if args.profile_ops else [])]:
         check_model_name(m)
     parts = sorted({round_green_sms(s, sms_total, cc) for s in args.sms})
     return {"models": list(args.models), "imgs": list(args.imgs), "batch": args.batch, "precision": PRECISION,
             "sms_requested": list(args.sms), "green_partitions": [p for p in parts if p < sms_total],
             "full_device_sms": sms_total, "replays": args.replays, "budget_s": args.budget_s,
-            "points": len(args.models) * len(args.imgs) * (1 + len([p for p in parts if p < sms_total]))}
+            "points": len(args.models) * len(args.imgs) * (1 + len([p for p in parts if p < sms_total])),
+            "ops_workloads": [f"{m} {s}px" for m in args.ops_models for s in args.ops_imgs] if args.profile_ops else []}
 
 
 # --- green-context check --------------------------------------------------------------------
@@ -271,6 +295,36 @@ def run_sweep(args: argparse.Namespace, host: str, info: DeviceInfo, green: Gree
                 flush()
 
 
+# --- optional per-op profile ----------------------------------------------------------------
+
+
+def run_ops(args: argparse.Namespace, host: str, device: str, synthetic: bool, deadline: float, path: Path,
+            summary: dict[str, Any]) -> None:
+    """Per-op profiles of --ops-models x --ops-imgs (fp32, --batch) on the whole device, no green
+    context; the CSV is rewritten after every workload and ``summary`` updated in place."""
+    frames: list[Any] = []
+    summary.update(workloads=0, rows=0, skipped=[], unattributed_ms={})
+    for model in args.ops_models:
+        for img in args.ops_imgs:
+            spec = WorkloadSpec(model, img, args.batch, PRECISION)
+            t0 = time.time()
+            got, skipped = profile_workloads([spec], device, host, repeats=args.ops_repeats, synthetic=synthetic,
+                                             deadline=deadline)
+            summary["skipped"].extend(skipped)
+            for df in got:
+                frames.append(df)
+                summary["unattributed_ms"][f"{model} {img}px"] = round(float(df.attrs.get("unattributed_ms", 0.0)), 6)
+                say(f"ops {model} {img}px: {len(df)} ops, {df['time_ms'].sum():.4f} ms summed, "
+                    f"{df['flops'].sum() / 1e9:.3f} GFLOP, {df['blocks'].notna().sum()} with a grid "
+                    f"({time.time() - t0:.1f} s)")
+            for why in skipped:
+                say(f"ops {why}")
+            if got:
+                table = ops_to_frame(frames, source=str(path))
+                write_csv(table, path)
+                summary.update(workloads=len(frames), rows=len(table))
+
+
 def plot(df: Any, path: Path, title: str, total: int | None = None) -> None:
     import matplotlib
 
@@ -309,6 +363,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     t_start = time.time()
     deadline = t_start + args.budget_s
+    sweep_deadline = deadline - (min(args.ops_budget_s, args.budget_s) if args.profile_ops else 0.0)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     import timm
@@ -383,6 +438,7 @@ def main(argv: list[str] | None = None) -> int:
     csv = out / f"{PREFIX}_host_latency.csv"
     png = out / f"{PREFIX}_latency_vs_sms.png"
     js = out / f"{PREFIX}_run.json"
+    ops_csv = out / f"{PREFIX}_ops.csv"
 
     def flush(final: bool = False) -> None:
         """Rewrite the outputs (atomically) with everything measured so far."""
@@ -407,14 +463,21 @@ def main(argv: list[str] | None = None) -> int:
 
     previous = signal.signal(signal.SIGTERM, on_term)
     try:
-        run_sweep(args, host, info, green, clock_reader, deadline, device, synthetic, rows, skipped,
+        run_sweep(args, host, info, green, clock_reader, sweep_deadline, device, synthetic, rows, skipped,
                   flush=flush, extra_note=extra, green_note=green_note)
+        if args.profile_ops:
+            run["ops"] = {}
+            try:
+                run_ops(args, host, device, synthetic, deadline, ops_csv, run["ops"])
+            except Exception as exc:  # the sweep's outputs matter more: record and go on
+                run["ops"]["error"] = f"{type(exc).__name__}: {exc}"
+                say(f"ops: failed: {run['ops']['error']}")
     finally:
         signal.signal(signal.SIGTERM, previous)
         if not rows:
             run["warnings"].append("no rows measured")
         flush(final=True)
-        files = [f for f in (csv, png, js, out / f"{PREFIX}_rows_raw.json") if f.exists()]
+        files = [f for f in (csv, png, js, out / f"{PREFIX}_rows_raw.json", ops_csv) if f.exists()]
         if args.reference_dir and Path(args.reference_dir).resolve() != out.resolve():
             ref = Path(args.reference_dir)
             ref.mkdir(parents=True, exist_ok=True)
