@@ -1,0 +1,487 @@
+"""The local collection stage: jobs from the config, probe and convergence jobs, merges and tables.
+
+Workflow scripts (``workflow_scripts/collect_*.py``) call these functions; everything the rules of
+``rules/collect.smk`` produce is computed here:
+
+* :func:`benchmark_jobs` / :func:`parse_job_id`: benchmark jobs from ``config['collect']``;
+  one job = one row of the canonical ``iteration`` table (:func:`traintime.timing.run_benchmark`);
+* :func:`run_probe_job`: the probe-batch ablation of one (model, dataset): probe features at each
+  probe batch size on ``repeats`` different mini-batches, with their costs;
+* :func:`run_convergence_job`: one run to early stopping plus its probe -> one ``convergence`` row and
+  its validation curve;
+* :func:`merge_local_iteration`, :func:`merge_local_convergence`: the local meta-datasets
+  (``results/data/local_{iteration,convergence}.csv``; validated against the canonical schemas);
+* :func:`probe_cost_table`, :func:`probe_ablation_table`, :func:`analytic_crosscheck`,
+  :func:`before_after_table`: the stage's result tables.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import pandas as pd
+
+from traintime.errors import ConfigError, SchemaError
+
+if TYPE_CHECKING:  # torch is imported only by the functions that measure
+    from traintime.timing import BenchmarkJob
+
+log = logging.getLogger(__name__)
+
+#: key of a local iteration row (one configuration on one device of one host)
+LOCAL_ITERATION_KEY: tuple[str, ...] = ("host", "gpu", "model", "dataset", "input_px", "optimizer",
+                                        "batch_size", "precision_bits")
+#: key of a local convergence run
+LOCAL_CONVERGENCE_KEY: tuple[str, ...] = ("host", "gpu", "model", "dataset", "optimizer", "learning_rate",
+                                          "batch_size", "precision_bits", "seed")
+
+
+# ----------------------------------------------------------------------------------------------
+# jobs
+# ----------------------------------------------------------------------------------------------
+
+
+def benchmark_jobs(collect: Mapping[str, Any]) -> list[BenchmarkJob]:
+    """Every combination of the ``collect.benchmark`` lists, in a fixed order."""
+    from traintime.timing import BenchmarkJob
+
+    b = collect["benchmark"]
+    return [BenchmarkJob(m, d, o, int(bs), int(p), float(b["learning_rate"]))
+            for m, d, o, bs, p in itertools.product(b["models"], b["datasets"], b["optimizers"],
+                                                   b["batch_sizes"], b["precisions"])]
+
+
+def parse_job_id(jid: str, learning_rate: float = 1e-3) -> BenchmarkJob:
+    """Inverse of :func:`traintime.timing.job_id`."""
+    from traintime.timing import BenchmarkJob
+
+    parts = jid.split("__")
+    if len(parts) != 5 or not parts[3].startswith("b") or not parts[4].startswith("p"):
+        raise ConfigError(f"benchmark job id {jid!r} is not <model>__<dataset>__<optimizer>__b<B>__p<bits>")
+    try:
+        return BenchmarkJob(parts[0], parts[1], parts[2], int(parts[3][1:]), int(parts[4][1:]), learning_rate)
+    except ValueError:
+        raise ConfigError(f"benchmark job id {jid!r}: batch size and precision must be integers") from None
+
+
+def probe_targets(collect: Mapping[str, Any]) -> list[str]:
+    """``<model>__<dataset>`` of every benchmarked (model, dataset)."""
+    b = collect["benchmark"]
+    return [f"{m}__{d}" for m, d in itertools.product(b["models"], b["datasets"])]
+
+
+def convergence_run_id(run: Mapping[str, Any]) -> str:
+    """``<model>__<dataset>__<optimizer>__b<B>__lr<lr>__p<bits>`` of a ``collect.convergence.runs`` entry."""
+    return (f"{run['model']}__{run['dataset']}__{str(run['optimizer']).lower()}__b{int(run['batch_size'])}"
+            f"__lr{float(run['learning_rate']):g}__p{int(run.get('precision', 32))}")
+
+
+def convergence_run(collect: Mapping[str, Any], run_id: str) -> dict[str, Any]:
+    for run in collect["convergence"]["runs"]:
+        if convergence_run_id(run) == run_id:
+            return {"precision": 32, **run}
+    raise ConfigError(f"no collect.convergence.runs entry has id {run_id!r}")
+
+
+def _torch_threads(n: int) -> None:
+    import torch
+
+    torch.set_num_threads(max(1, int(n)))
+
+
+# ----------------------------------------------------------------------------------------------
+# probe jobs
+# ----------------------------------------------------------------------------------------------
+
+
+def run_probe_job(model: str, dataset: str, collect: Mapping[str, Any], device: Any = None) -> pd.DataFrame:
+    """Probe features of a fresh ``model`` (seed ``collect.seed``) on ``repeats`` different mini-batches
+    at every probe batch size: one row per (probe batch size, repeat)."""
+    import torch
+
+    from traintime.probe import probe, probe_batch
+    from traintime.timing import device_columns, resolve_device, software_versions
+    from traintime.workloads import create_model, dataset_info, load_dataset, model_img_px, resolve_model
+
+    dev = resolve_device(device or collect["device"])
+    info = dataset_info(dataset, img_px=collect["img_px"])
+    px = model_img_px(model, info.img_px)
+    ds = load_dataset(dataset, root=collect["data_root"], img_px=px if info.offline else None,
+                      download=collect["download"], seed=collect["seed"])
+    resolved = resolve_model(model)
+    p = collect["probe"]
+    torch.manual_seed(collect["seed"])
+    net = create_model(model, info.num_classes, px).to(dev)
+    devcols = device_columns(dev, collect.get("expected_gpu"))
+    rows = []
+    for bs in p["batch_sizes"]:
+        for rep in range(int(p["repeats"])):
+            x, y = probe_batch(ds, int(bs), seed=int(collect["seed"]) + rep)
+            r = probe(net, x.to(dev), y.to(dev), ntk=p["ntk_method"], n_projections=int(p["ntk_projections"]),
+                      seed=int(collect["seed"]) + rep)
+            log.info("%s/%s probe batch %d repeat %d: probe %.2f s, NTK (%s) %.2f s", model, dataset, bs, rep,
+                     r.probe_time_s, r.ntk_method, r.ntk_time_s)
+            rows.append({"model": resolved.spec.chronos_name if resolved.spec else resolved.name,
+                         "family": resolved.family, "dataset": info.chronos_name, "input_px": int(px),
+                         "dataset_size": int(info.train_size), "repeat": rep, **r.features(),
+                         "gpu": devcols["gpu"], "device": devcols["device"], "synthetic": bool(info.synthetic)})
+    out = pd.DataFrame(rows)
+    for k, v in software_versions().items():
+        out[k] = v
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# convergence jobs
+# ----------------------------------------------------------------------------------------------
+
+
+def run_convergence_job(run: Mapping[str, Any], collect: Mapping[str, Any],
+                        device: Any = None) -> tuple[dict[str, Any], pd.DataFrame]:
+    """Probe a fresh model, then train it to early stopping; return the ``convergence`` row (canonical
+    columns + status, the real NTK trace, wall time, provenance) and the per-epoch curve."""
+    import platform
+
+    import torch
+
+    from traintime.probe import probe, probe_batch
+    from traintime.timing import device_columns, optimizer_label, resolve_device, software_versions, utc_timestamp
+    from traintime.train import split_indices, train_to_convergence
+    from traintime.workloads import create_model, dataset_info, load_dataset, model_arch, model_img_px, resolve_model
+
+    c = collect["convergence"]
+    dev = resolve_device(device or collect["device"])
+    info = dataset_info(run["dataset"], img_px=collect["img_px"])
+    px = model_img_px(run["model"], info.img_px)
+    ds = load_dataset(run["dataset"], root=collect["data_root"], img_px=px if info.offline else None,
+                      download=collect["download"], seed=collect["seed"])
+    resolved = resolve_model(run["model"])
+    seed = int(collect["seed"])
+    torch.manual_seed(seed)
+    net = create_model(run["model"], info.num_classes, px).to(dev)
+    tr_idx, _ = split_indices(len(ds), 0.2, seed)
+    x, y = probe_batch(torch.utils.data.Subset(ds, tr_idx), int(c["probe_batch_size"]), seed=seed)
+    pr = probe(net, x.to(dev), y.to(dev), ntk=collect["probe"]["ntk_method"],
+               n_projections=int(collect["probe"]["ntk_projections"]), seed=seed)
+    res = train_to_convergence(net, ds, run["optimizer"], float(run["learning_rate"]), int(run["batch_size"]), dev,
+                               int(run.get("precision", 32)), float(c["min_delta"]), int(c["patience"]),
+                               int(c["max_epochs"]), 0.2, seed, num_workers=0)
+    t = res.epochs_to_converge
+    log.info("%s: %s after %d epochs (best %d) in %.1f s", convergence_run_id(run), res.status, t, res.best_epoch,
+             res.wall_time_s)
+    devcols = device_columns(dev, collect.get("expected_gpu"))
+    arch = model_arch(run["model"], px)
+    row: dict[str, Any] = {
+        "family": resolved.family,
+        "model": resolved.spec.chronos_name if resolved.spec else resolved.name,
+        "dataset": info.chronos_name,
+        "task": "vision_cls" if resolved.family == "Transformer" else None,
+        "optimizer": optimizer_label(run["optimizer"]),
+        "learning_rate": float(run["learning_rate"]),
+        "batch_size": int(run["batch_size"]),
+        "precision_bits": int(run.get("precision", 32)),
+        "num_classes": int(info.num_classes),
+        "dataset_size": int(info.train_size),
+        "param_count": int(pr.param_count),
+        **{k: arch.get(k) for k in ("embed_dim", "depth", "patch_size", "token_mlp_dim", "channel_mlp_dim")
+           if resolved.family == "MLP"},
+        "gradient_norm_log10": pr.gradient_norm_log10,
+        "ntk_trace_proxy_log10": pr.ntk_trace_proxy_log10,
+        "initial_loss_log10": pr.initial_loss_log10,
+        "epochs_to_converge": int(t),
+        "t80_close_epochs": int(math.ceil(round(0.8 * t, 9))),
+        "t90_close_epochs": int(math.ceil(round(0.9 * t, 9))),
+        "patience": int(c["patience"]),
+        "min_delta": float(c["min_delta"]),
+        "max_epochs": int(c["max_epochs"]),
+        "seed": seed,
+        "source": "local",
+        "status": res.status,
+        "best_epoch": int(res.best_epoch),
+        "best_val_loss": res.best_val_loss,
+        "final_val_accuracy": res.val_accuracy[-1] if res.val_accuracy else float("nan"),
+        "ntk_trace": pr.ntk_trace,
+        "ntk_trace_log10": pr.ntk_trace_log10,
+        "ntk_trace_se": pr.ntk_trace_se,
+        "ntk_method": pr.ntk_method,
+        "probe_batch_size": pr.probe_batch_size,
+        "probe_time_s": pr.probe_time_s,
+        "wall_time_s": res.wall_time_s,
+        "mean_epoch_time_s": float(np.mean(res.epoch_time_s)) if res.epoch_time_s else float("nan"),
+        "input_px": int(px),
+        "message": res.message or None,
+        "synthetic": bool(info.synthetic),
+        "gpu": devcols["gpu"], "gpu_reported": devcols["gpu_reported"], "device": devcols["device"],
+        "host": platform.node(), **software_versions(), "measured_at": utc_timestamp(),
+    }
+    curve = pd.DataFrame({"epoch": np.arange(1, len(res.val_loss) + 1), "train_loss": res.train_loss,
+                          "val_loss": res.val_loss, "val_accuracy": res.val_accuracy,
+                          "epoch_time_s": res.epoch_time_s})
+    curve.insert(0, "run_id", convergence_run_id(run))
+    return row, curve
+
+
+# ----------------------------------------------------------------------------------------------
+# merges
+# ----------------------------------------------------------------------------------------------
+
+
+def _read_parts(paths: Sequence[str]) -> pd.DataFrame:
+    from traintime.io import read_csv
+
+    parts = [read_csv(p) for p in paths]
+    if not parts:
+        raise SchemaError("no measurement files to merge")
+    return pd.concat(parts, ignore_index=True)
+
+
+def local_iteration_rows(rows: pd.DataFrame) -> pd.DataFrame:
+    """Add ``row_id`` and ``config_key`` (canonical iteration definitions) to local benchmark rows."""
+    from traintime.data.chronos import config_keys
+
+    out = rows.copy()
+    out["amp"] = out["amp"].map(lambda v: str(v).strip().lower() in ("true", "1"))
+    out["config_key"] = config_keys(out)
+    out["row_id"] = ("local:" + out["host"].astype(str) + "|" + out["config_key"] + "|lr"
+                     + out["learning_rate"].map(lambda v: f"{float(v):g}"))
+    return out
+
+
+def validate_local_iteration(rows: pd.DataFrame, source: str = "") -> pd.DataFrame:
+    """Validate local rows against the canonical ITERATION schema. ``oom`` / ``error`` rows have no
+    step time, which the canonical table does not allow: they are checked without the measured
+    columns and kept (the estimators use ``status == 'ok'`` rows only)."""
+    from traintime.data.chronos import ITERATION
+
+    if rows.empty:
+        raise SchemaError(f"{source}: no rows")
+    ok = rows["status"].astype(str) == "ok"
+    parts = []
+    if ok.any():
+        parts.append(ITERATION.validate(rows.loc[ok], source=source))
+    if (~ok).any():
+        filled = rows.loc[~ok].copy()
+        for c in ("step_time_ms",):  # placeholders only for the check; the returned rows keep them empty
+            filled[c] = 0.0
+        ITERATION.validate(filled, source=source)
+        parts.append(rows.loc[~ok])
+    return pd.concat(parts).loc[rows.index] if len(parts) > 1 else parts[0]
+
+
+def load_local_iteration(path: str) -> pd.DataFrame:
+    """Read and validate ``results/data/local_iteration.csv`` (see :func:`validate_local_iteration`)."""
+    from traintime.io import read_csv
+
+    return validate_local_iteration(read_csv(path), source=str(path))
+
+
+def merge_local_iteration(paths: Sequence[str], out_path: str) -> pd.DataFrame:
+    """Merge per-job benchmark rows into ``out_path`` (validated against the canonical ITERATION
+    schema; deduplicated on :data:`LOCAL_ITERATION_KEY`; atomic)."""
+    from traintime.merge import merge_rows
+
+    rows = local_iteration_rows(_read_parts(paths))
+    validate_local_iteration(rows, source="benchmark rows")
+    first = ["row_id", "source", "family", "config_key", "status"]
+    rows = rows[first + [c for c in rows.columns if c not in first]]
+    merged = merge_rows(rows, out_path, LOCAL_ITERATION_KEY)
+    return validate_local_iteration(merged, source=str(out_path))
+
+
+def merge_local_convergence(paths: Sequence[str], out_path: str) -> pd.DataFrame:
+    """Merge per-run convergence rows into ``out_path`` (validated against CONVERGENCE; ``raw_row``
+    numbers the runs 1..n in key order)."""
+    from traintime.data.chronos_convergence import CONVERGENCE
+    from traintime.merge import merge_rows
+
+    rows = _read_parts(paths)
+    rows["raw_row"] = 0
+    merged = merge_rows(rows, out_path, LOCAL_CONVERGENCE_KEY)
+    merged["raw_row"] = np.arange(1, len(merged) + 1)
+    merged = CONVERGENCE.validate(merged, source=out_path)
+    from traintime.io import write_csv
+
+    write_csv(merged, out_path)
+    return merged
+
+
+# ----------------------------------------------------------------------------------------------
+# tables
+# ----------------------------------------------------------------------------------------------
+
+
+def probe_ablation_table(probes: pd.DataFrame) -> pd.DataFrame:
+    """Per (model, dataset, probe batch size): mean and sd over repeats of each probe feature, the
+    spread of the released proxy across batches (sd of log10) and the mean probe cost."""
+    rows = []
+    for (m, d, b), g in probes.groupby(["model", "dataset", "probe_batch_size"], sort=True):
+        row: dict[str, Any] = {"model": m, "dataset": d, "probe_batch_size": int(b), "repeats": int(len(g))}
+        for c in ("initial_loss_log10", "gradient_norm_log10", "ntk_trace_proxy_log10", "ntk_trace_log10"):
+            row[f"{c}_mean"] = float(g[c].mean())
+            row[f"{c}_sd"] = float(g[c].std(ddof=1)) if len(g) > 1 else 0.0
+        row["ntk_method"] = ",".join(sorted(set(g["ntk_method"].astype(str))))
+        row["probe_time_s_mean"] = float(g["probe_time_s"].mean())
+        row["ntk_time_s_mean"] = float(g["ntk_time_s"].mean())
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def probe_cost_table(probes: pd.DataFrame, local_iteration: pd.DataFrame,
+                     paper_dataset_size: int = 50000, paper_batch_size: int = 128) -> pd.DataFrame:
+    """Probe cost as a fraction of one epoch, per (model, dataset, probe batch size, training batch).
+
+    ``epoch_s`` = measured step time x N / B (N = the dataset's training size, B = the training
+    batch of the benchmark row). ``batch_fraction_pct`` = 1 / (N / B) (the paper's count: one batch
+    of an epoch); ``wall_fraction_pct`` = probe seconds (forward + backward) / epoch seconds;
+    ``wall_fraction_ntk_pct`` adds the NTK-trace time. The ``paper_*`` columns scale the epoch to
+    N = 50,000 (the paper's example) at the same per-step time.
+    """
+    ok = local_iteration[local_iteration["status"] == "ok"]
+    rows = []
+    pc = probes.groupby(["model", "dataset", "probe_batch_size"], sort=True)[["probe_time_s", "ntk_time_s"]].mean()
+    for (m, d, pb), t in pc.iterrows():
+        bench = ok[(ok["model"] == m) & (ok["dataset"] == d)]
+        for _, r in bench.sort_values("batch_size").iterrows():
+            n, b = float(r["dataset_size"]), float(r["batch_size"])
+            steps = n / b
+            epoch_s = steps * float(r["step_time_ms"]) / 1000.0
+            paper_epoch_s = paper_dataset_size / b * float(r["step_time_ms"]) / 1000.0
+            rows.append({
+                "model": m, "dataset": d, "gpu": r["gpu"], "probe_batch_size": int(pb),
+                "train_batch_size": int(b), "dataset_size": int(n), "steps_per_epoch": steps,
+                "step_time_ms": float(r["step_time_ms"]), "epoch_s": epoch_s,
+                "probe_s": float(t["probe_time_s"]), "ntk_s": float(t["ntk_time_s"]),
+                "batch_fraction_pct": 100.0 / steps,
+                "wall_fraction_pct": 100.0 * float(t["probe_time_s"]) / epoch_s,
+                "wall_fraction_ntk_pct": 100.0 * (float(t["probe_time_s"]) + float(t["ntk_time_s"])) / epoch_s,
+                "paper_n_wall_fraction_pct": 100.0 * float(t["probe_time_s"]) / paper_epoch_s,
+                "paper_batch_fraction_pct": 100.0 * paper_batch_size / paper_dataset_size,
+            })
+    return pd.DataFrame(rows)
+
+
+#: (family, model, dataset) pairs of the released timing data and the kwargs that build the same net
+CROSSCHECK_MODEL_KWARGS: dict[str, Sequence[dict[str, Any]]] = {
+    "mixer": ({"embed_dim": 128}, {"embed_dim": 256}),
+    "resmlp": ({"embed_dim": 128}, {"embed_dim": 256}),
+    "asmlp": ({"embed_dim": 128}, {"embed_dim": 256}),
+}
+
+
+def analytic_crosscheck(released: Mapping[str, str]) -> pd.DataFrame:
+    """Analytic features (meta device) vs the released columns, per released (model, dataset[, width]).
+
+    ``released`` maps a family to its raw timing CSV. For CNN and MLP rows the compared quantity is
+    ``flops_fwd_per_sample``; for Transformers ``flops_fwd_per_token`` (recomputed with CHRONOS'
+    formula) and the measured forward FLOPs per sample beside CHRONOS' implied per-sample count
+    (``flops_fwd_per_token x seq_len x depth``, multiply-adds). Parameters are compared too.
+    """
+    from traintime.analytic import analytic_features
+    from traintime.io import read_csv
+
+    rows = []
+    for family in sorted(released):
+        raw = read_csv(released[family])
+        keys = ["model", "dataset"] + (["embed_dim"] if family == "MLP" else [])
+        first = raw.drop_duplicates(keys).sort_values(keys)
+        for _, r in first.iterrows():
+            model, dataset = str(r["model"]), str(r["dataset"])
+            if dataset in ("IMDB", "SST2"):
+                continue  # text Transformer (DistilBERT): not an image model of this project
+            kwargs = {"embed_dim": int(r["embed_dim"])} if family == "MLP" else {}
+            f = analytic_features(model, dataset, int(r["batch_size"]), str(r["optimizer"]), int(r["precision"]),
+                                  model_kwargs=kwargs, backward=False)
+            out: dict[str, Any] = {"family": family, "model": model, "dataset": dataset,
+                                   "embed_dim": kwargs.get("embed_dim"), "input_px": f["img_px"],
+                                   "param_count_released": int(r["param_count"]), "param_count": f["param_count"]}
+            out["param_diff_pct"] = 100.0 * (f["param_count"] - r["param_count"]) / r["param_count"]
+            if family == "Transformer":
+                rel = float(r["flops_fwd_per_token"])
+                ours = float(f["flops_fwd_per_token"])
+                out.update(quantity="flops_fwd_per_token (CHRONOS formula)", released=rel, analytic=ours,
+                           flops_fwd_per_sample_measured=f["flops_fwd_per_sample"],
+                           chronos_implied_fwd_per_sample=rel * f["seq_len"] * f["depth"],
+                           depth=f["depth"], seq_len=f["seq_len"])
+            else:
+                rel = float(r["flops_fwd_per_sample"])
+                ours = float(f["flops_fwd_per_sample"])
+                out.update(quantity="flops_fwd_per_sample", released=rel, analytic=ours,
+                           flops_fwd_per_sample_measured=ours, chronos_implied_fwd_per_sample=rel,
+                           depth=f["depth"], seq_len=f.get("seq_len"))
+            out["diff_pct"] = 100.0 * (ours - rel) / rel
+            out["measured_vs_chronos_pct"] = 100.0 * (out["flops_fwd_per_sample_measured"]
+                                                      - out["chronos_implied_fwd_per_sample"]) / \
+                out["chronos_implied_fwd_per_sample"]
+            out["within_2pct"] = bool(abs(out["diff_pct"]) <= 2.0)
+            rows.append(out)
+    cols = ["family", "model", "dataset", "embed_dim", "input_px", "quantity", "released", "analytic", "diff_pct",
+            "within_2pct", "flops_fwd_per_sample_measured", "chronos_implied_fwd_per_sample",
+            "measured_vs_chronos_pct", "param_count_released", "param_count", "param_diff_pct", "depth", "seq_len"]
+    df = pd.DataFrame(rows)[cols]
+    return df.sort_values(["family", "model", "dataset", "embed_dim"], na_position="first").reset_index(drop=True)
+
+
+def cpu_spec_row(specs: pd.DataFrame, name: str = "cpu") -> pd.DataFrame:
+    """``specs`` plus one row for the local CPU: every numeric spec empty (unknown), so estimators that
+    join GPU specs by name can featurise CPU rows (XGBoost treats the empty values as missing)."""
+    if name in set(specs["gpu"]):
+        return specs
+    out = specs.reset_index(drop=True).copy()
+    row = {c: (np.nan if pd.api.types.is_numeric_dtype(out[c]) else None) for c in out.columns}
+    row.update(gpu=name, architecture="cpu", spec_source="local CPU (no GPU specs)")
+    out.loc[len(out)] = row
+    return out
+
+
+def before_after_table(local: pd.DataFrame, released: pd.DataFrame, saved_model: Any, specs: pd.DataFrame,
+                       feature_set: str, estimator: str, seed: int, clean_options: Mapping[str, Any],
+                       n_estimators_scale: float = 1.0, group: str = "model") -> pd.DataFrame:
+    """Predictions for the local rows before and after adding local rows to the training data.
+
+    * ``before``: the saved model (released rows only) predicting the local rows; the CPU has no GPU
+      specs, so those features are missing for it.
+    * ``after``: the same feature set + estimator refitted on released rows + the local rows of the
+      *other* ``group`` values (leave one local model out), predicting the held-out group.
+    * ``local_rate``: a local-only baseline, the median ms per training FLOP of the other groups'
+      local rows times the held-out row's FLOPs per step.
+    """
+    from traintime.evaluation import train_iteration_predictor
+
+    ok = local[local["status"] == "ok"].reset_index(drop=True)
+    if ok.empty:
+        raise SchemaError("no local rows with status ok to compare")
+    families = sorted(set(ok["family"]))
+    spec_cpu = specs
+    for g in sorted(set(ok["gpu"].astype(str)) - set(specs["gpu"])):
+        spec_cpu = cpu_spec_row(spec_cpu, g)
+    before = np.asarray(saved_model.predict(ok, specs=spec_cpu), dtype=float)
+    after = np.full(len(ok), np.nan)
+    rate = np.full(len(ok), np.nan)
+    flops = pd.to_numeric(ok["flops_train_per_sample"]) * pd.to_numeric(ok["batch_size"])
+    ms_per_flop = pd.to_numeric(ok["step_time_ms"]) / flops
+    base = released[released["family"].isin(families) & (released["status"] == "ok")]
+    for val in sorted(set(ok[group].astype(str))):
+        held = (ok[group].astype(str) == val).to_numpy()
+        train = pd.concat([base, ok.loc[~held]], ignore_index=True)
+        pred = train_iteration_predictor(train, families=sorted(set(ok.loc[held, "family"])),
+                                         feature_set=feature_set, estimator=estimator, seed=seed,
+                                         clean_options={**clean_options, "specs": spec_cpu},
+                                         n_estimators_scale=n_estimators_scale)
+        after[held] = pred.predict(ok.loc[held])
+        if (~held).any():
+            rate[held] = float(np.median(ms_per_flop[~held])) * flops[held].to_numpy()
+    meas = pd.to_numeric(ok["step_time_ms"]).to_numpy(dtype=float)
+    out = pd.DataFrame({
+        "model": ok["model"], "dataset": ok["dataset"], "input_px": ok["input_px"], "optimizer": ok["optimizer"],
+        "batch_size": ok["batch_size"], "precision_bits": ok["precision_bits"], "gpu": ok["gpu"],
+        "measured_ms": meas,
+        "before_ms": before, "before_ape_pct": np.abs(before - meas) / meas * 100,
+        "after_ms": after, "after_ape_pct": np.abs(after - meas) / meas * 100,
+        "local_rate_ms": rate, "local_rate_ape_pct": np.abs(rate - meas) / meas * 100,
+    })
+    return out.sort_values(["model", "dataset", "batch_size", "optimizer"]).reset_index(drop=True)

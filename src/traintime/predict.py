@@ -1,0 +1,446 @@
+"""Predict the training time and cost of a new job on any GPU of the spec table (CHRONOS end to end).
+
+Usage, in the spirit of the paper's example::
+
+    from traintime.predict import TrainingTimePredictor
+
+    p = TrainingTimePredictor(model="vgg16", dataset="CIFAR100", optimizer="SGD", batch_size=32,
+                              learning_rate=0.001, precision=16, gpu="T4")
+    epoch_s = p.predict_epoch_time()           # seconds per epoch on the T4
+    epochs = p.predict_number_of_epochs()      # epochs to converge
+    est = p.estimate()                          # hours, cost, intervals
+    table = p.ranking()                         # every GPU of the spec table, by cost and by time
+
+What it uses (nothing is downloaded):
+
+* the step-time model the workflow saved (``results/models/iteration/iteration_model.joblib``,
+  :class:`traintime.estimators.IterationTimePredictor`) on canonical ``iteration`` rows built from
+  the analytic features of the configuration (:mod:`traintime.analytic`, meta device) and the GPU
+  name (its specifications are joined from the spec table);
+* the convergence model (``results/models/convergence/<method>.joblib``) on a canonical
+  ``convergence`` row whose probe features come from one forward + backward pass of the freshly
+  initialised model on one mini-batch, run **on this machine** (CPU or GPU; the target GPU need
+  not be present);
+* epochs x N / B x step time = hours; x the spec table's price per GPU-hour = cost.
+
+Uncertainty: the cross-validated MAPE of each model (from the workflow's out-of-fold predictions)
+and calibrated intervals: the empirical ``(1 - coverage) / 2`` and ``(1 + coverage) / 2``
+quantiles of log(measured / predicted) of the out-of-fold predictions of the same family, applied
+to the prediction. The protocol matches the situation: step time ``grouped_random`` (configuration
+seen), ``logo`` (GPU not in the timing data) or ``lomo`` (model not in it); epochs ``cv`` or
+``lomo``. The interval of the total combines both residual distributions (independent draws).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from traintime.errors import DataUnavailableError, SchemaError, TraintimeError, UnknownNameError
+
+log = logging.getLogger(__name__)
+
+#: early-stopping settings of the released families (convergence rows need them)
+FAMILY_STOPPING: dict[str, dict[str, float | int]] = {
+    "CNN": {"patience": 7, "min_delta": 5e-4, "max_epochs": 200},
+    "MLP": {"patience": 5, "min_delta": 1e-4, "max_epochs": 250},
+    "Transformer": {"patience": 5, "min_delta": 1e-4, "max_epochs": 120},
+}
+
+
+@dataclass
+class Estimate:
+    """End-to-end estimate on one GPU. Times in ms / s / h, cost in USD; ``*_low``/``*_high`` bound
+    the ``coverage`` interval (NaN when no out-of-fold predictions were found)."""
+
+    gpu: str
+    price_per_hour_usd: float
+    step_ms: float
+    epoch_s: float
+    epochs: float
+    hours: float
+    cost_usd: float
+    coverage: float = float("nan")
+    step_ms_low: float = float("nan")
+    step_ms_high: float = float("nan")
+    epochs_low: float = float("nan")
+    epochs_high: float = float("nan")
+    hours_low: float = float("nan")
+    hours_high: float = float("nan")
+    cost_usd_low: float = float("nan")
+    cost_usd_high: float = float("nan")
+    step_protocol: str = ""
+    step_cv_mape_pct: float = float("nan")
+    epochs_protocol: str = ""
+    epochs_cv_mape_pct: float = float("nan")
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d["notes"] = "; ".join(self.notes)
+        return d
+
+
+def _quantiles(log_ratios: np.ndarray, coverage: float) -> tuple[float, float]:
+    lo, hi = (1 - coverage) / 2, (1 + coverage) / 2
+    return float(np.quantile(log_ratios, lo)), float(np.quantile(log_ratios, hi))
+
+
+class TrainingTimePredictor:
+    """Training time and cost of one configuration on the GPUs of the spec table (see module doc).
+
+    Parameters
+    ----------
+    model, dataset, optimizer : names (``traintime.workloads``; optimizer sgd/adam/adamw/...).
+    batch_size, learning_rate, precision : the run (precision 16 = mixed precision, or 32).
+    gpu : GPU of :meth:`estimate` (canonical name or alias of the spec table).
+    models_dir, data_dir : where the workflow saved its models and canonical tables.
+    probe_batch_size : samples of the probe mini-batch.
+    probe_dataset : ``None`` probes on the dataset itself (must be available locally); ``synthetic`` /
+        ``digits`` probe on stand-in data of the same shape and class count (reported in ``notes``).
+    device : where the probe runs (``auto``: CUDA if available, else CPU).
+    coverage : coverage of the intervals (0-1).
+    """
+
+    def __init__(self, model: str, dataset: str, optimizer: str = "sgd", batch_size: int = 64,
+                 learning_rate: float = 0.01, precision: int = 32, gpu: str = "T4",
+                 models_dir: str | Path = "results/models", data_dir: str | Path = "results/data",
+                 iteration_model: str | Path | None = None, convergence_model: str | Path | None = None,
+                 probe_batch_size: int = 64, probe_dataset: str | None = None, device: str = "auto",
+                 data_root: str | Path = "data", download: bool = False, coverage: float = 0.8,
+                 seed: int = 42, specs: pd.DataFrame | None = None,
+                 model_kwargs: dict[str, Any] | None = None) -> None:
+        from traintime.specs import canonical_gpu, load_specs
+        from traintime.timing import optimizer_label
+        from traintime.workloads import dataset_info, model_img_px, resolve_model
+
+        self.specs = load_specs() if specs is None else specs
+        self.resolved = resolve_model(model)
+        self.info = dataset_info(dataset)
+        self.optimizer = optimizer_label(optimizer)
+        self.gpu = canonical_gpu(gpu, self.specs)
+        if int(precision) not in (16, 32):
+            raise UnknownNameError(f"precision {precision!r} is not supported (use 16 or 32)")
+        if int(batch_size) < 1 or not float(learning_rate) > 0:
+            raise TraintimeError("batch size must be >= 1 and learning rate > 0")
+        if not 0 < coverage < 1:
+            raise TraintimeError(f"coverage {coverage} must be between 0 and 1")
+        self.model_name = model
+        self.batch_size = int(batch_size)
+        self.learning_rate = float(learning_rate)
+        self.precision = int(precision)
+        self.img_px = model_img_px(model, self.info.img_px)
+        self.models_dir = Path(models_dir)
+        self.data_dir = Path(data_dir)
+        self.iteration_model_path = Path(iteration_model) if iteration_model else \
+            self.models_dir / "iteration" / "iteration_model.joblib"
+        self.convergence_model_path = Path(convergence_model) if convergence_model else None
+        self.probe_batch_size = int(probe_batch_size)
+        self.probe_dataset = probe_dataset
+        self.device = device
+        self.data_root = Path(data_root)
+        self.download = download
+        self.coverage = float(coverage)
+        self.seed = int(seed)
+        self.model_kwargs = dict(model_kwargs or {})
+        self.notes: list[str] = []
+        self._iter_model: Any = None
+        self._conv_model: Any = None
+        self._feats: dict[str, Any] | None = None
+        self._probe: Any = None
+        self._epochs: float | None = None
+        self._steps: pd.Series | None = None
+
+    # ----- names ------------------------------------------------------------------------------
+    @property
+    def chronos_model(self) -> str:
+        return self.resolved.spec.chronos_name if self.resolved.spec is not None else self.resolved.name
+
+    @property
+    def family(self) -> str:
+        return self.resolved.family
+
+    def describe(self) -> str:
+        return (f"{self.chronos_model} on {self.info.chronos_name}, {self.optimizer}, batch {self.batch_size}, "
+                f"lr {self.learning_rate:g}, {self.precision}-bit")
+
+    # ----- models -----------------------------------------------------------------------------
+    def _iteration_model(self) -> Any:
+        if self._iter_model is None:
+            from traintime.estimators import load_iteration_model
+
+            self._iter_model = load_iteration_model(self.iteration_model_path)
+        return self._iter_model
+
+    def _convergence_model(self) -> Any:
+        if self._conv_model is None:
+            from traintime.convergence import ConvergencePredictor
+
+            path = self.convergence_model_path
+            if path is None:
+                found = sorted((self.models_dir / "convergence").glob("*.joblib"))
+                if not found:
+                    raise TraintimeError(f"{self.models_dir / 'convergence'}: no saved convergence model "
+                                         "(run the workflow to train it)")
+                path = found[0]
+                self.convergence_model_path = path
+            self._conv_model = ConvergencePredictor.load(str(path))
+        return self._conv_model
+
+    # ----- iteration rows ---------------------------------------------------------------------
+    def _features(self) -> dict[str, Any]:
+        if self._feats is None:
+            from traintime.analytic import analytic_features
+
+            self._feats = analytic_features(self.model_name, self.info.name, self.batch_size, self.optimizer,
+                                            self.precision, img_px=self.img_px, model_kwargs=self.model_kwargs)
+        return self._feats
+
+    def iteration_rows(self, gpus: list[str]) -> pd.DataFrame:
+        """Canonical ``iteration`` rows of this configuration on ``gpus`` (no measured columns)."""
+        from traintime.analytic import iteration_columns
+        from traintime.data.chronos import config_keys
+
+        f = self._features()
+        base = {"source": "predict", "family": self.family, "status": "ok", "model": self.chronos_model,
+                "architecture": self.family, "dataset": self.info.chronos_name,
+                "dataset_size": int(self.info.train_size), "num_classes": int(self.info.num_classes),
+                "input_shape": f"(3, {self.img_px}, {self.img_px})", "input_channels": 3,
+                "input_px": int(self.img_px), "optimizer": self.optimizer, "learning_rate": self.learning_rate,
+                "batch_size": self.batch_size, "precision_bits": self.precision, "amp": self.precision == 16,
+                **iteration_columns(f, self.batch_size)}
+        spec = self.specs.set_index("gpu")
+        rows = []
+        for g in gpus:
+            r = dict(base, gpu=g, gpu_reported=g)
+            for c in ("base_clock_mhz", "boost_clock_mhz", "memory_clock_mhz", "memory_gb", "memory_type",
+                      "memory_bus_bits", "memory_bandwidth_gbps", "bus", "cuda_cores", "sms", "tensor_cores",
+                      "fp16_gflops", "fp32_gflops", "fp64_gflops", "price_per_hour_usd"):
+                r[c] = spec.loc[g, c] if c in spec.columns else None
+            rows.append(r)
+        df = pd.DataFrame(rows)
+        df["config_key"] = config_keys(df)
+        df["row_id"] = ["predict:" + k for k in df["config_key"]]
+        return df
+
+    def predict_step_ms(self, gpus: list[str] | None = None) -> pd.Series:
+        """Predicted ms per training step on each GPU (index: canonical GPU names)."""
+        gpus = list(self.specs["gpu"]) if gpus is None else gpus
+        model = self._iteration_model()
+        rows = self.iteration_rows(gpus)
+        family = self.family
+        if family not in model.models:
+            raise TraintimeError(f"the saved step-time model has no {family} family (it has "
+                                 f"{', '.join(model.families)})")
+        try:
+            pred = model.predict(rows, specs=self.specs)
+        except SchemaError as exc:
+            if family == "CNN" or "CNN" not in model.models:
+                raise
+            # an unregistered timm/torchvision model whose family descriptors are unknown
+            note = (f"{self.chronos_model}: {family} descriptors unavailable ({exc}); step time from the CNN "
+                    "model on generic layer statistics")
+            if note not in self.notes:
+                self.notes.append(note)
+            rows["family"] = "CNN"
+            pred = model.predict(rows, specs=self.specs)
+        return pd.Series(np.asarray(pred, dtype=float), index=gpus, name="step_ms")
+
+    # ----- convergence row ---------------------------------------------------------------------
+    def _probe_data(self) -> Any:
+        from traintime.workloads import dataset_info, load_dataset
+
+        if self.probe_dataset:
+            stand_in = dataset_info(self.probe_dataset)
+            if stand_in.synthetic:
+                note = (f"probe on synthetic Gaussian images ({self.img_px} px, {self.info.num_classes} classes) "
+                        f"instead of {self.info.chronos_name}")
+            else:
+                note = (f"probe on {stand_in.name} images (upsampled to {self.img_px} px, labels 0-"
+                        f"{stand_in.num_classes - 1} of a {self.info.num_classes}-way head) instead of "
+                        f"{self.info.chronos_name}")
+            if note not in self.notes:
+                self.notes.append(note)
+            return load_dataset(stand_in.name, img_px=self.img_px, seed=self.seed,
+                                num_classes=self.info.num_classes if stand_in.synthetic else None,
+                                size=max(2 * self.probe_batch_size, 256))
+        try:
+            return load_dataset(self.info.name, root=self.data_root,
+                                img_px=self.img_px if self.img_px != self.info.img_px else None,
+                                download=self.download, seed=self.seed)
+        except DataUnavailableError as exc:
+            raise DataUnavailableError(f"{exc} (or probe on stand-in data: --probe-dataset synthetic)") from None
+
+    def run_probe(self) -> Any:
+        """The one-batch probe of the freshly initialised model on this machine (cached)."""
+        if self._probe is None:
+            import torch
+
+            from traintime.probe import probe, probe_batch
+            from traintime.timing import resolve_device
+            from traintime.workloads import create_model
+
+            dev = resolve_device(self.device)
+            ds = self._probe_data()
+            torch.manual_seed(self.seed)
+            net = create_model(self.model_name, self.info.num_classes, self.img_px, **self.model_kwargs).to(dev)
+            x, y = probe_batch(ds, self.probe_batch_size, seed=self.seed)
+            self._probe = probe(net, x.to(dev), (y % self.info.num_classes).to(dev), ntk="none")
+            self._probe_device = str(dev)
+        return self._probe
+
+    def convergence_row(self) -> pd.DataFrame:
+        """The canonical ``convergence`` row of this configuration (probe features from this machine)."""
+        from traintime.workloads import model_arch
+
+        pr = self.run_probe()
+        stop = dict(FAMILY_STOPPING[self.family])
+        conv_path = self.data_dir / "convergence.csv"
+        if conv_path.exists():
+            from traintime.data.chronos_convergence import load_convergence
+
+            table = load_convergence(conv_path)
+            same = table[table["model"] == self.chronos_model]
+            fam = same if not same.empty else table[table["family"] == self.family]
+            for k in stop:
+                if not fam.empty:
+                    stop[k] = fam[k].mode().iloc[0]
+        arch = model_arch(self.model_name, self.img_px, **self.model_kwargs) if self.family == "MLP" else {}
+        row = {"family": self.family, "model": self.chronos_model, "dataset": self.info.chronos_name,
+               "task": "vision_cls" if self.family == "Transformer" else None, "optimizer": self.optimizer,
+               "learning_rate": self.learning_rate, "batch_size": self.batch_size,
+               "precision_bits": self.precision if self.family != "Transformer" else None,
+               "num_classes": self.info.num_classes if self.family != "Transformer" else None,
+               "dataset_size": int(self.info.train_size), "param_count": int(pr.param_count),
+               **{k: arch.get(k) for k in ("embed_dim", "depth", "patch_size", "token_mlp_dim", "channel_mlp_dim")},
+               "gradient_norm_log10": pr.gradient_norm_log10, "ntk_trace_proxy_log10": pr.ntk_trace_proxy_log10,
+               "initial_loss_log10": pr.initial_loss_log10, **stop, "seed": self.seed, "source": "predict",
+               "raw_row": 1}
+        return pd.DataFrame([row])
+
+    def predict_number_of_epochs(self) -> float:
+        """Predicted epochs to converge (T_conv)."""
+        if self._epochs is None:
+            self._epochs = float(self._convergence_model().predict(self.convergence_row())[0])
+        return self._epochs
+
+    def predict_epoch_time(self, gpu: str | None = None) -> float:
+        """Predicted seconds per epoch (N / B x step time) on ``gpu`` (default: the configured GPU)."""
+        from traintime.specs import canonical_gpu
+
+        g = canonical_gpu(gpu, self.specs) if gpu else self.gpu
+        step = float(self.predict_step_ms([g]).iloc[0])
+        return self.info.train_size / self.batch_size * step / 1000.0
+
+    # ----- uncertainty --------------------------------------------------------------------------
+    def _training_values(self) -> tuple[set[str], set[str]]:
+        path = self.data_dir / "iteration.csv"
+        if not path.exists():
+            return set(), set()
+        from traintime.io import read_csv
+
+        t = read_csv(path, usecols=["family", "model", "gpu"])
+        t = t[t["family"] == self.family]
+        return set(t["model"].astype(str)), set(t["gpu"].astype(str))
+
+    def _step_residuals(self, protocol: str) -> tuple[np.ndarray, float]:
+        path = self.data_dir / "iteration_predictions" / f"{protocol}.csv"
+        if not path.exists():
+            return np.array([]), float("nan")
+        from traintime.io import read_csv
+        from traintime.metrics import mape
+
+        meta = self._iteration_model().metadata
+        p = read_csv(path)
+        p = p[(p["feature_set"] == meta.get("feature_set")) & (p["estimator"] == meta.get("estimator"))
+              & (p["family"] == self.family)]
+        p = p[(p["y_true_ms"] > 0) & (p["y_pred_ms"] > 0)]
+        if p.empty:
+            return np.array([]), float("nan")
+        return np.log(p["y_true_ms"].to_numpy() / p["y_pred_ms"].to_numpy()), mape(p["y_true_ms"], p["y_pred_ms"])
+
+    def _epoch_residuals(self, protocol: str) -> tuple[np.ndarray, float]:
+        self._convergence_model()
+        method = Path(str(self.convergence_model_path)).stem
+        path = self.data_dir / "convergence_predictions" / f"{method}.csv"
+        if not path.exists():
+            return np.array([]), float("nan")
+        from traintime.io import read_csv
+        from traintime.metrics import mape
+
+        p = read_csv(path)
+        p = p[(p["protocol"] == protocol) & (p["family"] == self.family)]
+        p = p[(p["epochs_measured"] > 0) & (p["epochs_predicted"] > 0)]
+        if p.empty:
+            return np.array([]), float("nan")
+        return (np.log(p["epochs_measured"].to_numpy() / p["epochs_predicted"].to_numpy()),
+                mape(p["epochs_measured"], p["epochs_predicted"]))
+
+    def ranking(self, gpus: list[str] | None = None) -> pd.DataFrame:
+        """One row per GPU (default: every GPU of the spec table): step, epoch, epochs, hours, cost,
+        their intervals, ranks by cost (priced GPUs) and by time, and whether the GPU / model is in
+        the released timing data."""
+        gpus = list(self.specs["gpu"]) if gpus is None else gpus
+        steps = self.predict_step_ms(gpus)
+        epochs = self.predict_number_of_epochs()
+        models_seen, gpus_seen = self._training_values()
+        model_seen = self.chronos_model in models_seen
+        e_proto = "cv" if model_seen else "lomo"
+        e_res, e_mape = self._epoch_residuals(e_proto)
+        rng = np.random.default_rng(self.seed)
+        cache: dict[str, tuple[np.ndarray, float]] = {}
+        prices = self.specs.set_index("gpu")["price_per_hour_usd"]
+        rows = []
+        n_steps = self.info.train_size / self.batch_size
+        for g in gpus:
+            s_proto = "lomo" if not model_seen else ("logo" if g not in gpus_seen else "grouped_random")
+            if s_proto not in cache:
+                cache[s_proto] = self._step_residuals(s_proto)
+            s_res, s_mape = cache[s_proto]
+            step = float(steps[g])
+            price = prices.get(g)
+            price = float(price) if price is not None and not pd.isna(price) else float("nan")
+            epoch_s = n_steps * step / 1000.0
+            hours = epochs * epoch_s / 3600.0
+            e = Estimate(gpu=g, price_per_hour_usd=price, step_ms=step, epoch_s=epoch_s, epochs=epochs, hours=hours,
+                         cost_usd=hours * price, coverage=self.coverage, step_protocol=s_proto,
+                         step_cv_mape_pct=s_mape, epochs_protocol=e_proto, epochs_cv_mape_pct=e_mape)
+            if s_res.size:
+                lo, hi = _quantiles(s_res, self.coverage)
+                e.step_ms_low, e.step_ms_high = step * math.exp(lo), step * math.exp(hi)
+            if e_res.size:
+                lo, hi = _quantiles(e_res, self.coverage)
+                e.epochs_low, e.epochs_high = epochs * math.exp(lo), epochs * math.exp(hi)
+            if s_res.size and e_res.size:
+                draws = rng.choice(s_res, 20000) + rng.choice(e_res, 20000)
+                lo, hi = _quantiles(draws, self.coverage)
+                e.hours_low, e.hours_high = hours * math.exp(lo), hours * math.exp(hi)
+                e.cost_usd_low, e.cost_usd_high = e.hours_low * price, e.hours_high * price
+            row = e.as_dict()
+            row["gpu_in_timing_data"] = g in gpus_seen
+            rows.append(row)
+        out = pd.DataFrame(rows).drop(columns=["notes"])
+        out["rank_by_cost"] = out["cost_usd"].rank(method="min").astype("Int64")
+        out["rank_by_time"] = out["hours"].rank(method="min").astype("Int64")
+        out.insert(1, "model_in_timing_data", model_seen)
+        return out.sort_values(["rank_by_cost", "rank_by_time", "gpu"], na_position="last").reset_index(drop=True)
+
+    def estimate(self, gpu: str | None = None) -> Estimate:
+        """The end-to-end estimate on ``gpu`` (default: the configured one)."""
+        from traintime.specs import canonical_gpu
+
+        g = canonical_gpu(gpu, self.specs) if gpu else self.gpu
+        row = self.ranking([g]).iloc[0].to_dict()
+        keep = {k: row[k] for k in Estimate.__dataclass_fields__ if k in row and k != "notes"}
+        return Estimate(**keep, notes=list(self.notes))
+
+    def probe_summary(self) -> dict[str, Any]:
+        pr = self.run_probe()
+        return {"probe_batch_size": pr.probe_batch_size, "device": getattr(self, "_probe_device", ""),
+                "initial_loss": pr.initial_loss, "grad_norm": pr.grad_norm, "probe_time_s": pr.probe_time_s}

@@ -1,0 +1,27 @@
+"""Time one benchmark job on the local device and write its canonical iteration row (rule collect_bench)."""
+
+import pandas as pd
+
+from traintime.collect import parse_job_id
+from traintime.io import write_csv
+from traintime.timing import run_benchmark
+from traintime.workflow import run_script
+
+
+def main(snakemake):
+    import torch
+
+    torch.set_num_threads(snakemake.threads)
+    c = snakemake.params.collect
+    job = parse_job_id(snakemake.wildcards.job, c["benchmark"]["learning_rate"])
+    img_px = c["img_px"] if job.dataset.lower() in ("digits", "synthetic") else None
+    job = type(job)(job.model, job.dataset, job.optimizer, job.batch_size, job.precision_bits, job.learning_rate,
+                    img_px=img_px)
+    row = run_benchmark(job, device=c["device"], data_root=c["data_root"], num_workers=c["num_workers"],
+                        warmup=c["warmup_iterations"], measured=c["measured_iterations"], seed=c["seed"],
+                        expected_gpu=c["expected_gpu"], download=c["download"])
+    write_csv(pd.DataFrame([row]), snakemake.output[0])
+
+
+if __name__ == "__main__":
+    run_script(main, "collect_bench", globals())

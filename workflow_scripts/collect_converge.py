@@ -1,0 +1,21 @@
+"""One run to early stopping on the local device: convergence row + curve (rule collect_converge)."""
+
+import pandas as pd
+
+from traintime.collect import convergence_run, run_convergence_job
+from traintime.io import write_csv
+from traintime.workflow import run_script
+
+
+def main(snakemake):
+    import torch
+
+    torch.set_num_threads(snakemake.threads)
+    c = snakemake.params.collect
+    row, curve = run_convergence_job(convergence_run(c, snakemake.wildcards.run), c)
+    write_csv(pd.DataFrame([row]), snakemake.output.row)
+    write_csv(curve, snakemake.output.curve)
+
+
+if __name__ == "__main__":
+    run_script(main, "collect_converge", globals())

@@ -1,0 +1,17 @@
+"""Probe-batch ablation of one (model, dataset) on the local device (rule collect_probe)."""
+
+from traintime.collect import run_probe_job
+from traintime.io import write_csv
+from traintime.workflow import run_script
+
+
+def main(snakemake):
+    import torch
+
+    torch.set_num_threads(snakemake.threads)
+    model, dataset = snakemake.wildcards.target.split("__")
+    write_csv(run_probe_job(model, dataset, snakemake.params.collect), snakemake.output[0])
+
+
+if __name__ == "__main__":
+    run_script(main, "collect_probe", globals())
