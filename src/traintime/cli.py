@@ -194,6 +194,66 @@ def pd_isna(v: Any) -> bool:
 
 
 # ----------------------------------------------------------------------------------------------
+# schemas / validate / check-config: the data contracts, for users extending the meta-datasets
+# ----------------------------------------------------------------------------------------------
+
+
+@command("schemas", "print the documentation of every canonical table (docs/data.md)")
+def _schemas(args: argparse.Namespace) -> int:
+    from traintime.docs import render_data_docs
+
+    sys.stdout.write(render_data_docs())
+    return 0
+
+
+def _validate_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("table", help="table name (see `traintime schemas`), e.g. iteration, convergence, gpu_specs")
+    p.add_argument("files", nargs="+", help="CSV files to check")
+
+
+@command("validate", "check CSV files against a canonical table's schema (one line per file)")
+@arguments(_validate_args)
+def _validate(args: argparse.Namespace) -> int:
+    from traintime.docs import schema_by_name
+    from traintime.io import read_csv
+
+    from traintime.specs import canonical_gpu, load_specs
+
+    schema = schema_by_name(args.table)
+    specs = load_specs()
+    for f in args.files:
+        df = schema.validate(read_csv(f), source=f)
+        for col in ("gpu", "host_gpu"):  # names must resolve in the spec table ('cpu': local CPU rows)
+            if col in df.columns and schema.name != "gpu_specs":
+                for name in sorted(set(df[col].dropna()) - {"cpu"}):
+                    try:
+                        canonical_gpu(str(name), specs)
+                    except TraintimeError as exc:
+                        raise TraintimeError(f"{f}: column '{col}': {exc}") from None
+        print(f"ok: {f}: {len(df)} rows match table '{schema.name}'")
+    return 0
+
+
+def _check_config_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("configfiles", nargs="+", help="YAML files merged over the embedded config.yaml, in order")
+    p.add_argument("--repo", default=".", help="repository root holding config.yaml and schemas/")
+
+
+@command("check-config", "validate config files as Snakemake would (embedded default + overrides)")
+@arguments(_check_config_args)
+def _check_config(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from traintime.config import merge_config_files, validate_config
+
+    root = Path(args.repo)
+    config = merge_config_files([root / "config.yaml", *map(Path, args.configfiles)])
+    validate_config(config, root / "schemas" / "config.schema.yaml")
+    print(f"ok: {', '.join(args.configfiles)} valid over {root / 'config.yaml'}")
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------
 # entry point
 # ----------------------------------------------------------------------------------------------
 

@@ -61,14 +61,38 @@ def validate_config(config: dict[str, Any], schema_path: str | Path) -> dict[str
     return config
 
 
-def load_config(config_path: str | Path, schema_path: str | Path) -> dict[str, Any]:
+def read_config_file(config_path: str | Path) -> dict[str, Any]:
+    """One YAML config file as a mapping; missing file / bad YAML -> :class:`ConfigError`."""
     path = Path(config_path)
     try:
         config = yaml.safe_load(path.read_text()) or {}
     except FileNotFoundError:
         raise ConfigError(f"config file not found: {path}") from None
     except yaml.YAMLError as exc:
-        raise ConfigError(f"{path}: not valid YAML ({str(exc).splitlines()[0]})") from None
+        first = str(exc).replace("\n", " ")
+        raise ConfigError(f"{path}: not valid YAML ({first})") from None
     if not isinstance(config, dict):
         raise ConfigError(f"{path}: top level must be a mapping")
-    return validate_config(config, schema_path)
+    return config
+
+
+def deep_update(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:
+    """Merge ``update`` into ``base`` recursively (mappings merge, other values replace), as
+    Snakemake merges ``--configfile`` files over the Snakefile's ``configfile``."""
+    for key, value in update.items():
+        if isinstance(value, dict) and isinstance(base.get(key), dict):
+            deep_update(base[key], value)
+        else:
+            base[key] = copy.deepcopy(value)
+    return base
+
+
+def merge_config_files(paths: list[str | Path]) -> dict[str, Any]:
+    config: dict[str, Any] = {}
+    for p in paths:
+        deep_update(config, read_config_file(p))
+    return config
+
+
+def load_config(config_path: str | Path, schema_path: str | Path) -> dict[str, Any]:
+    return validate_config(read_config_file(config_path), schema_path)

@@ -36,6 +36,9 @@ class Column:
     target_derived: bool = False
     #: True for the prediction target itself.
     target: bool = False
+    #: (column, value): the cell may be empty only where ``column`` differs from ``value``, e.g.
+    #: ``("status", "ok")`` for a latency that an OOM row lacks but a completed row must have.
+    required_when: tuple[str, object] | None = None
 
     def __post_init__(self) -> None:
         if self.dtype not in _DTYPES:
@@ -95,6 +98,16 @@ class TableSchema:
                 continue
             out[col.name] = _coerce(out[col.name], col, where)
             _check(out[col.name], col, where)
+        for col in self.columns:
+            if col.required_when is None or col.name not in out.columns:
+                continue
+            other, value = col.required_when
+            if other in out.columns:
+                bad = out[col.name].isna() & (out[other] == value)
+                if bad.any():
+                    i = _first_bad(bad)
+                    raise SchemaError(f"{where}: column '{col.name}' row {i + 2}: missing value "
+                                      f"(required where {other} is {value!r})")
         if self.key:
             dup = out.duplicated(list(self.key), keep=False)
             if dup.any():
@@ -117,6 +130,8 @@ class TableSchema:
                 flags.append("**derived from the target: never a feature**")
             if c.allowed:
                 flags.append("one of " + ", ".join(f"`{a}`" for a in c.allowed))
+            if c.required_when:
+                flags.append(f"required where `{c.required_when[0]}` is `{c.required_when[1]}`")
             meaning = c.description + (" (" + "; ".join(flags) + ")" if flags else "")
             req = "yes" if c.required else "no"
             typ = c.dtype + (" or empty" if c.nullable else "")
