@@ -253,24 +253,11 @@ def local_iteration_rows(rows: pd.DataFrame) -> pd.DataFrame:
 
 
 def validate_local_iteration(rows: pd.DataFrame, source: str = "") -> pd.DataFrame:
-    """Validate local rows against the canonical ITERATION schema. ``oom`` / ``error`` rows have no
-    step time, which the canonical table does not allow: they are checked without the measured
-    columns and kept (the estimators use ``status == 'ok'`` rows only)."""
+    """Validate local rows against the canonical ITERATION schema (``oom`` / ``error`` rows have no
+    step time; the estimators use ``status == 'ok'`` rows only)."""
     from traintime.data.chronos import ITERATION
 
-    if rows.empty:
-        raise SchemaError(f"{source}: no rows")
-    ok = rows["status"].astype(str) == "ok"
-    parts = []
-    if ok.any():
-        parts.append(ITERATION.validate(rows.loc[ok], source=source))
-    if (~ok).any():
-        filled = rows.loc[~ok].copy()
-        for c in ("step_time_ms",):  # placeholders only for the check; the returned rows keep them empty
-            filled[c] = 0.0
-        ITERATION.validate(filled, source=source)
-        parts.append(rows.loc[~ok])
-    return pd.concat(parts).loc[rows.index] if len(parts) > 1 else parts[0]
+    return ITERATION.validate(rows, source=source)
 
 
 def load_local_iteration(path: str) -> pd.DataFrame:
