@@ -1,1 +1,166 @@
-# placeholder: filled by the chronos_iteration stage
+# CHRONOS, first half: the iteration (step) time. Normalise the three released timing CSVs into the
+# canonical table, evaluate regressors (estimators x feature sets x seeds) per protocol and family,
+# merge the test predictions per protocol, build tables and figures, and train the saved model
+# (clean features by default) for the end-to-end example and the predict CLI.
+# Configuration: config.yaml `chronos_iteration` (schemas/config.schema.yaml).
+
+CI = config["chronos_iteration"]
+CI_FAMILIES = CI["families"]
+CI_PROTOCOLS = CI["protocols"]
+CI_PRED = f"{DATA}/iteration_predictions"
+CI_MODEL = f"{MODELS}/iteration/iteration_model"
+
+
+rule chronos_iteration_normalise:
+    """The three released timing CSVs -> results/data/iteration.csv (validated canonical table)."""
+    input:
+        CNN=raw_path("chronos", "epoch_time_prediction/data/CNN.csv"),
+        MLP=raw_path("chronos", "epoch_time_prediction/data/MLP.csv"),
+        Transformer=raw_path("chronos", "epoch_time_prediction/data/Transformer.csv"),
+    output:
+        f"{DATA}/iteration.csv",
+    params:
+        gpu_specs=config["gpu_specs"],
+    log:
+        f"{LOGS}/chronos_iteration/normalise.log",
+    conda:
+        env("chronos")
+    script:
+        "../workflow_scripts/chronos_iteration_normalise.py"
+
+
+rule chronos_iteration_evaluate:
+    """Test predictions of one protocol on one family: feature sets x estimators x seeds."""
+    input:
+        f"{DATA}/iteration.csv",
+    output:
+        f"{CI_PRED}/parts/{{protocol}}_{{family}}.csv",
+    params:
+        settings=lambda w: CI["protocol_settings"][w.protocol],
+        seeds=config["seeds"],
+        clean=CI["clean"],
+        test_only=CI["test_only"],
+        gpu_specs=config["gpu_specs"],
+    wildcard_constraints:
+        protocol="|".join(CI_PROTOCOLS),
+        family="|".join(CI_FAMILIES),
+    threads: 1
+    log:
+        f"{LOGS}/chronos_iteration/evaluate_{{protocol}}_{{family}}.log",
+    benchmark:
+        f"{LOGS}/chronos_iteration/evaluate_{{protocol}}_{{family}}.benchmark.tsv"
+    conda:
+        env("chronos")
+    script:
+        "../workflow_scripts/chronos_iteration_evaluate.py"
+
+
+rule chronos_iteration_merge:
+    """All families' test predictions of one protocol in one file (read by the claims table)."""
+    input:
+        expand(f"{CI_PRED}/parts/{{{{protocol}}}}_{{family}}.csv", family=CI_FAMILIES),
+    output:
+        f"{CI_PRED}/{{protocol}}.csv",
+    wildcard_constraints:
+        protocol="|".join(CI_PROTOCOLS),
+    log:
+        f"{LOGS}/chronos_iteration/merge_{{protocol}}.log",
+    localrule: True
+    conda:
+        env("chronos")
+    script:
+        "../workflow_scripts/chronos_iteration_merge.py"
+
+
+rule chronos_iteration_tables:
+    """Per-model RMSE beside the paper, regressor comparison, per-group LOMO/LODO/LOGO tables."""
+    input:
+        expand(f"{CI_PRED}/{{protocol}}.csv", protocol=CI_PROTOCOLS),
+    output:
+        per_model_rmse=report(f"{TABLES}/iteration_per_model_rmse.csv",
+                              caption="../report/chronos_iteration_per_model_rmse.rst",
+                              category="CHRONOS iteration time"),
+        per_model_rmse_md=f"{TABLES}/iteration_per_model_rmse.md",
+        per_model=f"{TABLES}/iteration_per_model.csv",
+        per_model_md=f"{TABLES}/iteration_per_model.md",
+        regressors=report(f"{TABLES}/iteration_regressors.csv",
+                          caption="../report/chronos_iteration_regressors.rst",
+                          category="CHRONOS iteration time"),
+        regressors_md=f"{TABLES}/iteration_regressors.md",
+        seeds=f"{TABLES}/iteration_seeds.csv",
+        lomo=f"{TABLES}/iteration_grouped_lomo.csv",
+        lomo_md=f"{TABLES}/iteration_grouped_lomo.md",
+        lodo=f"{TABLES}/iteration_grouped_lodo.csv",
+        lodo_md=f"{TABLES}/iteration_grouped_lodo.md",
+        logo=f"{TABLES}/iteration_grouped_logo.csv",
+        logo_md=f"{TABLES}/iteration_grouped_logo.md",
+        summary=report(f"{TABLES}/iteration_grouped_summary.csv",
+                       caption="../report/chronos_iteration_grouped_summary.rst",
+                       category="CHRONOS iteration time"),
+        summary_md=f"{TABLES}/iteration_grouped_summary.md",
+    log:
+        f"{LOGS}/chronos_iteration/tables.log",
+    conda:
+        env("chronos")
+    script:
+        "../workflow_scripts/chronos_iteration_tables.py"
+
+
+rule chronos_iteration_figures:
+    """Predicted vs measured (log-log), per-group MAPE bars, per-model RMSE across seeds."""
+    input:
+        expand(f"{CI_PRED}/{{protocol}}.csv", protocol=CI_PROTOCOLS),
+    output:
+        scatter=report(f"{FIGURES}/iteration_pred_vs_measured.png",
+                       caption="../report/chronos_iteration_pred_vs_measured.rst",
+                       category="CHRONOS iteration time"),
+        grouped=report(f"{FIGURES}/iteration_grouped_mape.png",
+                       caption="../report/chronos_iteration_grouped_mape.rst",
+                       category="CHRONOS iteration time"),
+        seeds=report(f"{FIGURES}/iteration_seed_spread.png",
+                     caption="../report/chronos_iteration_seed_spread.rst",
+                     category="CHRONOS iteration time"),
+    log:
+        f"{LOGS}/chronos_iteration/figures.log",
+    conda:
+        env("chronos")
+    script:
+        "../workflow_scripts/chronos_iteration_figures.py"
+
+
+rule chronos_iteration_model:
+    """The configured feature set + estimator trained on every row of each family, with a JSON card."""
+    input:
+        table=f"{DATA}/iteration.csv",
+        predictions=expand(f"{CI_PRED}/{{protocol}}.csv", protocol=CI_PROTOCOLS),
+    output:
+        model=f"{CI_MODEL}.joblib",
+        card=f"{CI_MODEL}.json",
+    params:
+        model=CI["model"],
+        families=CI_FAMILIES,
+        seed=config["seeds"][0],
+        clean=CI["clean"],
+        test_only=CI["test_only"],
+        gpu_specs=config["gpu_specs"],
+    threads: 1
+    log:
+        f"{LOGS}/chronos_iteration/model.log",
+    conda:
+        env("chronos")
+    script:
+        "../workflow_scripts/chronos_iteration_model.py"
+
+
+ALL_TARGETS.extend(
+    [
+        f"{DATA}/iteration.csv",
+        f"{TABLES}/iteration_per_model_rmse.csv",
+        f"{TABLES}/iteration_regressors.csv",
+        f"{TABLES}/iteration_grouped_summary.csv",
+        f"{FIGURES}/iteration_pred_vs_measured.png",
+        f"{FIGURES}/iteration_grouped_mape.png",
+        f"{FIGURES}/iteration_seed_spread.png",
+        f"{CI_MODEL}.joblib",
+    ]
+)

@@ -1,0 +1,15 @@
+"""Normalise the released CHRONOS timing CSVs into results/data/iteration.csv (rule chronos_iteration_normalise)."""
+
+from traintime.data.chronos import FAMILIES, normalise_iteration, write_iteration
+from traintime.specs import load_specs
+from traintime.workflow import run_script
+
+
+def main(snakemake):
+    paths = {family: snakemake.input[family] for family in FAMILIES}
+    table = normalise_iteration(paths, specs=load_specs(snakemake.params.gpu_specs))
+    write_iteration(table, snakemake.output[0])
+
+
+if __name__ == "__main__":
+    run_script(main, "chronos_iteration_normalise", globals())
