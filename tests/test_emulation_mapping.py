@@ -8,6 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from traintime.errors import DeviceStateError
+
 from traintime.emulation.mapping import (green_ctx_sms, host_predictions, landscape, mps_percent, nearest_clock,
                                          nearest_point, oracle, spec_mapped_predictions, spec_mapping,
                                          sweep_points)
@@ -55,8 +57,9 @@ def test_green_ctx_granularity_by_compute_capability():
     assert green_ctx_sms(28, 170, 12.0) == 32  # CC >= 9: multiples of 8, 3.5 -> 4 x 8
     assert green_ctx_sms(24, 170, 12.0) == 24
     assert green_ctx_sms(4, 170, 12.0) == 8    # minimum 8
-    assert green_ctx_sms(171, 170, 12.0) == 168  # largest multiple of 8 on the host
-    with pytest.raises(ConfigError):
+    assert green_ctx_sms(165, 170, 12.0) == 168  # largest multiple of 8 on the host
+    assert green_ctx_sms(171, 170, 12.0) == 170  # the whole device: the backend makes no partition
+    with pytest.raises(DeviceStateError, match="compute capability 8.0 or newer"):
         green_ctx_sms(20, 40, 7.5)
 
 

@@ -30,10 +30,6 @@ from traintime.errors import ConfigError, SchemaError
 from traintime.emulation.schema import WORKLOAD_KEY
 from traintime.specs import canonical_gpu, gpu_row, load_specs
 
-#: Green-context SM granularity by compute capability: (minimum SMs, step).
-GREEN_CTX_GRANULARITY = {8: (4, 2), 9: (8, 8)}
-
-
 def mps_percent(target_sms: int, host_sms: int) -> int:
     """MPS active-thread percentage for ``target_sms`` on a host with ``host_sms``: nearest integer
     percent of ``100 * target_sms / host_sms``, clipped to [1, 100] (halves round up)."""
@@ -42,21 +38,12 @@ def mps_percent(target_sms: int, host_sms: int) -> int:
     return int(min(100, max(1, math.floor(100.0 * target_sms / host_sms + 0.5))))
 
 
-def green_ctx_granularity(compute_capability: float) -> tuple[int, int]:
-    """(minimum SMs, step) of a green-context partition: CC 8.x -> (4, 2); CC >= 9 -> (8, 8)."""
-    major = int(compute_capability)
-    if major < 8:
-        raise ConfigError(f"green contexts need compute capability >= 8.0, got {compute_capability}")
-    return GREEN_CTX_GRANULARITY[8] if major == 8 else GREEN_CTX_GRANULARITY[9]
-
-
 def green_ctx_sms(target_sms: int, host_sms: int, compute_capability: float) -> int:
-    """SM count of a green context emulating ``target_sms``: the nearest multiple of the step
-    (halves round up), at least the minimum and at most the host's largest multiple of the step."""
-    lo, step = green_ctx_granularity(compute_capability)
-    hi = (host_sms // step) * step
-    n = int(math.floor(target_sms / step + 0.5)) * step
-    return int(min(hi, max(lo, n)))
+    """SM count of a green context emulating ``target_sms`` on a host with ``host_sms``: the
+    partition rounding of the backend that will run it (:func:`~traintime.emulation.backends.round_green_sms`)."""
+    from traintime.emulation.backends import round_green_sms
+
+    return round_green_sms(target_sms, host_sms, f"{compute_capability}")
 
 
 def nearest_clock(target_mhz: float, supported_mhz: Sequence[float]) -> float:
