@@ -240,7 +240,9 @@ def test_restore_on_signal_calls_previous_python_handler():
 # --- signals in a child process -------------------------------------------------------------
 
 _CHILD = textwrap.dedent("""
-    import sys, time
+    import signal, sys, time
+    # a child of a background shell job inherits SIGINT ignored; a user's Ctrl-C is not ignored
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.path[:0] = [{tests!r}, {src!r}]
     from test_emulation_backends import FakeNvml, FakeMpsRunner
     from traintime.emulation.backends import NvmlClockBackend, MPSBackend, Setting, CombinedBackend
@@ -273,7 +275,7 @@ def _run_child_and_signal(tmp_path: Path, which: str, sig: int) -> tuple[int, li
             pytest.fail(f"child did not get ready: {err[-2000:]}")
         time.sleep(0.05)
     proc.send_signal(sig)
-    out, err = proc.communicate(timeout=30)
+    out, err = proc.communicate(timeout=180)  # generous: a loaded CI machine starts Python slowly
     lines = log.read_text().splitlines() if log.exists() else []
     return proc.returncode, lines, out + err
 
