@@ -25,8 +25,9 @@ SNAKEMAKE = str(Path(sys.executable).with_name("snakemake"))
 CONFIG = REPO / "tests" / "e2e" / "config.yaml"
 
 # Files holding live measurements of this machine (timings differ from run to run): the per-job
-# measurement files under results/collect/ and the tables built from them.
-MEASURED = ("local_", "probe_", "predict_example", "analytic_crosscheck")
+# measurement files under results/collect/, the tables built from them, and the report index
+# (it lists file sizes).
+MEASURED = ("local_", "probe_", "predict_example", "analytic_crosscheck", "report_index")
 
 
 def _measured(name: str) -> bool:
