@@ -95,7 +95,9 @@ def test_sigkill_during_collection_then_rerun_gives_the_same_tables(uninterrupte
     a, b = _tables(uninterrupted), _tables(work)
     assert sorted(a) == sorted(b)
     for name in a:
-        if _measured(name):
+        if _measured(name) and name.endswith(".md"):
+            assert len(a[name].read_text().splitlines()) == len(b[name].read_text().splitlines()), name
+        elif _measured(name):
             ta, tb = pd.read_csv(a[name]), pd.read_csv(b[name])
             assert list(ta.columns) == list(tb.columns), name
             assert len(ta) == len(tb), f"{name}: rows lost or duplicated"
