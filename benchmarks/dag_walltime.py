@@ -17,9 +17,45 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import defaultdict
+from datetime import datetime
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+_STAMP = re.compile(r"^\[(\w{3} \w{3} +\d+ \d\d:\d\d:\d\d \d{4})\]$")
+_START = re.compile(r"^(?:local)?rule (\w+):$")
+_JOBID = re.compile(r"^\s+jobid: (\d+)$")
+_END = re.compile(r"^Finished jobid: (\d+) \(Rule: (\w+)\)$")
+
+
+def job_durations(log: str) -> list[tuple[str, float]]:
+    """(rule, seconds) for every finished job of a Snakemake console log (1 s resolution)."""
+    stamp: datetime | None = None
+    rule: str | None = None
+    started: dict[str, tuple[str, datetime]] = {}
+    out = []
+    for line in log.splitlines():
+        if m := _STAMP.match(line):
+            stamp = datetime.strptime(m.group(1), "%a %b %d %H:%M:%S %Y")
+        elif m := _START.match(line):
+            rule = m.group(1)
+        elif (m := _JOBID.match(line)) and rule and stamp:
+            started[m.group(1)] = (rule, stamp)
+            rule = None
+        elif (m := _END.match(line)) and m.group(1) in started and stamp:
+            name, t0 = started.pop(m.group(1))
+            out.append((name, (stamp - t0).total_seconds()))
+    return out
+
+
+def print_slowest(log: str, top: int = 12) -> None:
+    per_rule: dict[str, list[float]] = defaultdict(list)
+    for name, sec in job_durations(log):
+        per_rule[name].append(sec)
+    total = sum(sum(v) for v in per_rule.values())
+    print(f"job time summed over jobs: {total:.0f} s; slowest rules (jobs, summed s, max s):")
+    for name, secs in sorted(per_rule.items(), key=lambda kv: -sum(kv[1]))[:top]:
+        print(f"  {name:34s} {len(secs):3d} {sum(secs):7.0f} {max(secs):6.0f}")
 
 
 def main() -> int:
@@ -43,6 +79,7 @@ def main() -> int:
     print(f"default DAG: exit {res.returncode}, {len(jobs)} jobs, wall time {wall:.1f} s "
           f"({wall / 60:.2f} min) on {args.cores} cores; target <= {args.target_min:.0f} min: "
           f"{'met' if wall <= args.target_min * 60 and res.returncode == 0 else 'NOT met'}")
+    print_slowest(res.stderr + res.stdout)
     if res.returncode != 0:
         print((res.stderr or res.stdout)[-3000:])
     if not args.keep:
