@@ -40,9 +40,8 @@ from traintime.features import make_feature_builder, vocabulary
 log = logging.getLogger(__name__)
 
 
-class PaperRandomSplit:
-    """The released 80/10/10 row split (one fold). ``split`` yields ``(train, test)`` positions;
-    ``validation_`` keeps the unused validation positions of the last split."""
+class _OneFold8010Split:
+    """Shared parameters of the one-fold 80/10/10 splitters (scikit-learn splitter interface)."""
 
     def __init__(self, test_size: float = 0.10, val_size: float = 1 / 9, random_state: int = 42) -> None:
         self.test_size = test_size
@@ -51,6 +50,11 @@ class PaperRandomSplit:
 
     def get_n_splits(self, X: Any = None, y: Any = None, groups: Any = None) -> int:
         return 1
+
+
+class PaperRandomSplit(_OneFold8010Split):
+    """The released 80/10/10 row split (one fold). ``split`` yields ``(train, test)`` positions;
+    ``validation_`` keeps the unused validation positions of the last split."""
 
     def split(self, X: Any, y: Any = None, groups: Any = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         idx = np.arange(len(X))
@@ -60,17 +64,9 @@ class PaperRandomSplit:
         yield np.asarray(train), np.asarray(test)
 
 
-class GroupedRandomSplit:
+class GroupedRandomSplit(_OneFold8010Split):
     """80/10/10 by groups (one fold): ``GroupShuffleSplit`` for the 10% test groups, then 1/9 of the
     remaining groups as (unused) validation. No group is on two sides."""
-
-    def __init__(self, test_size: float = 0.10, val_size: float = 1 / 9, random_state: int = 42) -> None:
-        self.test_size = test_size
-        self.val_size = val_size
-        self.random_state = random_state
-
-    def get_n_splits(self, X: Any = None, y: Any = None, groups: Any = None) -> int:
-        return 1
 
     def split(self, X: Any, y: Any = None, groups: Any = None) -> Iterator[tuple[np.ndarray, np.ndarray]]:
         if groups is None:

@@ -269,6 +269,17 @@ def _add_note(row: dict[str, Any], *notes: str) -> None:
     row["note"] = "; ".join(parts) if parts else None
 
 
+def _failed(row: dict[str, Any], exc: BaseException, what: str, *, oom_note: str, prefix: str) -> dict[str, Any]:
+    """``row`` as an oom row when ``exc`` is an out-of-memory error, else with the error as its note."""
+    if is_oom(exc):
+        row.update(oom=True, status="oom")
+        _add_note(row, oom_note)
+    else:
+        log.warning("%s failed: %s", what, exc, exc_info=True)
+        _add_note(row, f"{prefix}{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
+    return row
+
+
 def time_step(step: Callable[[], None], device: Any, applied: Applied | None = None, *,
               replays: int = REPLAYS, iters: int = MIN_ITERS) -> Timing:
     """Time a prepared step on ``device`` under ``applied`` (CUDA-graph timer, or the CPU fallback)."""
@@ -302,13 +313,7 @@ def measure_step(step: Callable[[], None], spec: WorkloadSpec, *, host_gpu: str,
     try:
         timing = time_step(step, dev, applied, replays=replays)
     except Exception as exc:
-        if is_oom(exc):
-            row.update(oom=True, status="oom")
-            _add_note(row, "out of memory")
-        else:
-            log.warning("measurement of %s failed: %s", spec, exc, exc_info=True)
-            _add_note(row, f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
-        return row
+        return _failed(row, exc, f"measurement of {spec}", oom_note="out of memory", prefix="")
     latency = float(timing.latency_ms) * float(applied.latency_scale)
     row.update(latency_ms=latency, iters_per_replay=timing.iters, replays=timing.replays, status="ok")
     if timing.clock_mhz is not None:
@@ -344,13 +349,8 @@ def measure_workload(spec: WorkloadSpec, *, host_gpu: str, device: Any = None, a
             row = empty_row(spec, host_gpu, applied)
             row["synthetic"] = bool(synthetic)
             row["device_name"] = "cpu" if dev.type == "cpu" else None
-            if is_oom(exc):
-                row.update(oom=True, status="oom")
-                _add_note(row, "out of memory while building the workload")
-            else:
-                log.warning("building %s failed: %s", spec, exc, exc_info=True)
-                _add_note(row, f"build failed: {type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}")
-            return row
+            return _failed(row, exc, f"building {spec}", oom_note="out of memory while building the workload",
+                           prefix="build failed: ")
         return measure_step(step, spec, host_gpu=host_gpu, device=dev, applied=applied, replays=replays,
                             synthetic=synthetic)
     finally:
