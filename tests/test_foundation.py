@@ -246,7 +246,9 @@ def test_metrics_against_hand_computed_values():
     assert metrics.abs_log_ratio([2.0], [1.0])[0] == pytest.approx(math.log(2))
     m, s = metrics.mean_sd([1.0, 2.0, 3.0])
     assert (m, s) == (pytest.approx(2.0), pytest.approx(1.0))
-    assert metrics.mean_sd([5.0]) == (5.0, 0.0)
+    m1, s1 = metrics.mean_sd([5.0])
+    assert m1 == 5.0 and math.isnan(s1)  # one value: no spread was measured
+    assert metrics.fmt_mean_sd(5.0, s1) == "5.00"
     with pytest.raises(ValueError):
         metrics.mape([0.0], [1.0])
 

@@ -133,7 +133,7 @@ def end_to_end_table(gpus: Sequence[str], dataset_size: int, batch_size: int,
             "gpu": gpu, "price_per_hour_usd": price, "n_seeds": int(ep_pred.size),
             "step_ms_predicted": float(st_pred.mean()), "epochs_predicted": float(ep_pred.mean()),
             "epoch_s_predicted": float(np.mean(ep_s)), "hours_predicted": float(np.mean(hours)),
-            "hours_predicted_sd": float(np.std(hours, ddof=1)) if hours.size > 1 else 0.0,
+            "hours_predicted_sd": float(np.std(hours, ddof=1)) if hours.size > 1 else float("nan"),
             "cost_usd_predicted": float(np.mean(cost_usd(hours, price))),
         }
         meas_step = None if step_ms_measured is None else step_ms_measured.get(gpu)

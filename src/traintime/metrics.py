@@ -78,12 +78,12 @@ def abs_log_ratio(t_pred: Sequence[float], t_true: Sequence[float]) -> np.ndarra
 
 
 def mean_sd(values: Sequence[float]) -> tuple[float, float]:
-    """Mean and sample standard deviation (ddof=1; sd=0 for a single value)."""
+    """Mean and sample standard deviation (ddof=1; sd is NaN for a single value: no spread was measured)."""
     v = np.asarray(values, dtype=float)
     v = v[~np.isnan(v)]
     if v.size == 0:
         return float("nan"), float("nan")
-    return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else 0.0
+    return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else float("nan")
 
 
 def aggregate_seeds(df: pd.DataFrame, by: list[str], value_cols: list[str], seed_col: str = "seed") -> pd.DataFrame:
@@ -103,4 +103,6 @@ def fmt_mean_sd(mean: float, sd: float, digits: int = 2) -> str:
     """'12.34 +- 0.56' (or '12.34' for a single seed)."""
     if np.isnan(mean):
         return "n/a"
+    if np.isnan(sd):
+        return f"{mean:.{digits}f}"
     return f"{mean:.{digits}f} +- {sd:.{digits}f}"
