@@ -118,6 +118,29 @@ def test_clean_features_predict_any_spec_table_gpu(table):
         clean.transform(rows.drop(columns=["d_model"]))
 
 
+def test_clean_roofline_extrapolates_an_efficiency_law_and_clean_does_not(table):
+    """Step time = 3 x ideal FP32 compute time: trained on the cheaper half of the configurations,
+    the roofline target predicts the dearer half (unseen FLOP range); the plain log target cannot."""
+    from traintime.errors import TraintimeError
+    from traintime.evaluation import build_model
+
+    rows = family_rows(table, "CNN")
+    flops = rows["flops_train_per_sample"].to_numpy(float) * rows["batch_size"].to_numpy(float)
+    fp32 = CleanFeatures("CNN").fit(rows)._gpu_specs(rows, load_specs())["fp32_gflops"].to_numpy()
+    y = 3.0 * flops / (fp32 * 1e6)
+    cheap = flops <= np.median(flops)
+    tr, te = rows[cheap], rows[~cheap]
+    ape = {}
+    for fs in ("clean", "clean_roofline"):
+        m = build_model(fs, "xgboost", "CNN", 42, categories=vocabulary(rows), n_estimators_scale=0.1,
+                        clean_options={"log_target": True})
+        pred = m.fit(tr, y[cheap]).predict(te)
+        ape[fs] = float(np.mean(np.abs(pred - y[~cheap]) / y[~cheap]) * 100)
+    assert ape["clean_roofline"] < 1.0 and ape["clean"] > 20.0
+    with pytest.raises(TraintimeError, match="needs log_target"):
+        build_model("clean_roofline", "xgboost", "CNN", 42, clean_options={"log_target": False}).fit(tr, y[cheap])
+
+
 # --- estimators -----------------------------------------------------------------------------------
 def test_estimator_registry():
     assert set(ESTIMATORS) == {"xgboost", "random_forest", "mlp", "replicate_median"}

@@ -189,6 +189,8 @@ class IterationTimeModel(RegressorMixin, BaseEstimator):
 
     ``rows`` are canonical ``iteration`` rows (a DataFrame); ``y`` defaults to ``rows.step_time_ms``.
     ``log_target`` fits log(step time) and predicts exp(.) (geometric-mean regression; suits MAPE).
+    A feature builder with a target offset (:meth:`FeatureBuilder.log_offset`) needs ``log_target``;
+    the regressor then fits log(step time) - offset.
     """
 
     def __init__(self, features: FeatureBuilder, estimator: Any, log_target: bool = False) -> None:
@@ -213,6 +215,12 @@ class IterationTimeModel(RegressorMixin, BaseEstimator):
             self.estimator.fit(rows, yt)
         else:
             X = self.features.fit_transform(rows)
+            off = self.features.log_offset(X)
+            if off is not None:
+                if not self.log_target:
+                    raise TraintimeError(f"feature set {self.features.name} regresses a log-time offset: "
+                                         "it needs log_target")
+                yt = yt - off
             self.estimator.fit(X, yt)
         self.n_train_rows_ = int(len(rows))
         return self
@@ -227,6 +235,9 @@ class IterationTimeModel(RegressorMixin, BaseEstimator):
                 raise TraintimeError("a GPU spec table override needs the clean feature set")
             X = self.features.transform(rows, specs) if specs is not None else self.features.transform(rows)
             p = np.asarray(self.estimator.predict(X), dtype=float)
+            off = self.features.log_offset(X)
+            if off is not None:
+                p = p + off
         return np.exp(p) if self.log_target else p
 
 

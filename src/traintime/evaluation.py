@@ -35,7 +35,7 @@ from threadpoolctl import threadpool_limits
 from traintime.data.chronos import FAMILIES, ITERATION_TARGET
 from traintime.errors import SchemaError, unknown_name
 from traintime.estimators import IterationTimeModel, IterationTimePredictor, make_estimator
-from traintime.features import make_feature_builder, vocabulary
+from traintime.features import CLEAN_FEATURE_SETS, make_feature_builder, vocabulary
 
 log = logging.getLogger(__name__)
 
@@ -136,7 +136,7 @@ def build_model(feature_set: str, estimator: str, family: str, seed: int,
     """Unfitted :class:`IterationTimeModel`. ``clean_options``: ``log_target``,
     ``use_provider``, ``log_features``, ``specs`` for the clean set (the paper sets never use them)."""
     opts = dict(clean_options or {})
-    clean = feature_set == "clean"
+    clean = feature_set in CLEAN_FEATURE_SETS
     log_target = bool(opts.pop("log_target", False)) and clean
     feats = make_feature_builder(feature_set, family, categories=categories, **(opts if clean else {}))
     est = make_estimator(estimator, family, seed=seed, n_jobs=n_jobs, n_estimators_scale=n_estimators_scale)
@@ -267,7 +267,7 @@ def train_iteration_predictor(table: pd.DataFrame, families: Sequence[str], feat
                 "categories": {k: list(v) for k, v in getattr(feats, "categories_", {}).items()},
                 "cv": cv_summary(predictions, feature_set, estimator, family) if predictions is not None else {},
             }
-    shown_opts = {k: v for k, v in opts.items() if k != "specs"} if feature_set == "clean" else {}
+    shown_opts = {k: v for k, v in opts.items() if k != "specs"} if feature_set in CLEAN_FEATURE_SETS else {}
     spec_table = opts.get("specs")
     meta = {
         "kind": "iteration_time_model", "target": ITERATION_TARGET, "unit": "ms per training step",
@@ -275,7 +275,7 @@ def train_iteration_predictor(table: pd.DataFrame, families: Sequence[str], feat
         "n_estimators_scale": n_estimators_scale,
         "families": fam_meta,
         "cv": cv_summary(predictions, feature_set, estimator) if predictions is not None else {},
-        "gpus": sorted(spec_table["gpu"]) if spec_table is not None and feature_set == "clean" else [],
+        "gpus": sorted(spec_table["gpu"]) if spec_table is not None and feature_set in CLEAN_FEATURE_SETS else [],
         "versions": {"traintime": traintime.__version__, "xgboost": xgboost.__version__,
                      "scikit-learn": sklearn.__version__, "pandas": pd.__version__, "numpy": np.__version__},
         "usage": "joblib.load(path).predict(canonical_rows) -> step_time_ms; rows need a `family` column and the "
