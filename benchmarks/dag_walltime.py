@@ -75,8 +75,8 @@ def main() -> int:
     t0 = time.perf_counter()
     res = subprocess.run(cmd, cwd=work, env=env, capture_output=True, text=True)
     wall = time.perf_counter() - t0
-    jobs = re.findall(r"^rule (\w+):", res.stderr + res.stdout, flags=re.M)
-    print(f"default DAG: exit {res.returncode}, {len(jobs)} jobs, wall time {wall:.1f} s "
+    jobs = job_durations(res.stderr + res.stdout)
+    print(f"default DAG: exit {res.returncode}, {len(jobs)} jobs finished, wall time {wall:.1f} s "
           f"({wall / 60:.2f} min) on {args.cores} cores; target <= {args.target_min:.0f} min: "
           f"{'met' if wall <= args.target_min * 60 and res.returncode == 0 else 'NOT met'}")
     print_slowest(res.stderr + res.stdout)
