@@ -359,9 +359,12 @@ def figure_grouped_errors(pred: pd.DataFrame, path: str | os.PathLike[str]) -> N
         for fs, g in xgb.groupby("feature_set", sort=True):
             s = g.set_index("label").reindex(labels)
             series[f"{fs} ({est_name})"] = s["mape_pct_mean"].to_numpy()
-            errors[f"{fs} ({est_name})"] = s["mape_pct_sd"].fillna(0).to_numpy()
-        grouped_bars(ax, labels, series, errors, ylabel="MAPE (%) of the held-out group", log=True,
-                     title=f"{prot.upper()}: step-time MAPE per held-out group (error bars: sd over seeds)")
+            if s["mape_pct_sd"].notna().any():  # one seed: no spread measured, no error bars
+                errors[f"{fs} ({est_name})"] = s["mape_pct_sd"].fillna(0).to_numpy()
+        n_seeds = int(xgb["n_seeds"].max())
+        bars = "error bars: sd over seeds" if errors else f"{n_seeds} seed{'s' if n_seeds > 1 else ''}, no error bars"
+        grouped_bars(ax, labels, series, errors or None, ylabel="MAPE (%) of the held-out group", log=True,
+                     title=f"{prot.upper()}: step-time MAPE per held-out group ({bars})")
         rm = tab[tab["estimator"] == "replicate_median"]
         if not rm.empty:
             s = rm.groupby("label")["mape_pct_mean"].mean().reindex(labels)
