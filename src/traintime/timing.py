@@ -94,6 +94,22 @@ def is_oom(exc: BaseException) -> bool:
     return isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower()
 
 
+def grad_scaler(device: torch.device, precision_bits: int) -> torch.amp.GradScaler:
+    """Loss scaler for float16 autocast on CUDA; disabled (a pass-through) otherwise."""
+    return torch.amp.GradScaler("cuda", enabled=(device.type == "cuda" and int(precision_bits) == 16))
+
+
+def backward_and_step(loss: torch.Tensor, optimizer: torch.optim.Optimizer, scaler: torch.amp.GradScaler) -> None:
+    """Backward pass and optimizer step, through ``scaler`` when it is enabled."""
+    if scaler.is_enabled():
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        loss.backward()
+        optimizer.step()
+
+
 def _sync(device: torch.device) -> None:
     if device.type == "cuda":
         torch.cuda.synchronize(device)
@@ -159,7 +175,7 @@ def benchmark_step(model: nn.Module, loader: Any, optimizer: torch.optim.Optimiz
     if measured < 1 or warmup < 0:
         raise ValueError("need measured >= 1 and warmup >= 0")
     criterion = nn.CrossEntropyLoss()
-    scaler = torch.amp.GradScaler("cuda", enabled=(device.type == "cuda" and int(precision_bits) == 16))
+    scaler = grad_scaler(device, precision_bits)
     cuda = device.type == "cuda"
     model.train()
     it = _cycle(loader)
@@ -179,13 +195,7 @@ def benchmark_step(model: nn.Module, loader: Any, optimizer: torch.optim.Optimiz
         optimizer.zero_grad(set_to_none=True)
         with autocast_context(device, precision_bits):
             loss = criterion(model(xb), yb)
-        if scaler.is_enabled():
-            scaler.scale(loss).backward()
-            scaler.step(optimizer)
-            scaler.update()
-        else:
-            loss.backward()
-            optimizer.step()
+        backward_and_step(loss, optimizer, scaler)
         if cuda:
             end.record()
             torch.cuda.synchronize(device)

@@ -151,7 +151,7 @@ def _train(model: Any, dataset: Any, optimizer: str, learning_rate: float, batch
     from torch import nn
     from torch.utils.data import DataLoader, Subset
 
-    from traintime.timing import autocast_context, build_optimizer
+    from traintime.timing import autocast_context, backward_and_step, build_optimizer, grad_scaler
 
     tr_idx, va_idx = split_indices(len(dataset), val_fraction, seed)
     gen = torch.Generator().manual_seed(seed)
@@ -161,7 +161,7 @@ def _train(model: Any, dataset: Any, optimizer: str, learning_rate: float, batch
                             num_workers=num_workers)
     model = model.to(dev)
     opt = build_optimizer(optimizer, model.parameters(), learning_rate, weight_decay)
-    scaler = torch.amp.GradScaler("cuda", enabled=(dev.type == "cuda" and int(precision_bits) == 16))
+    scaler = grad_scaler(dev, precision_bits)
     crit = nn.CrossEntropyLoss()
     es = EarlyStopping(min_delta=min_delta, patience=patience, max_epochs=max_epochs)
     train_curve: list[float] = []
@@ -181,13 +181,7 @@ def _train(model: Any, dataset: Any, optimizer: str, learning_rate: float, batch
             if not torch.isfinite(loss):
                 finite = False
                 break
-            if scaler.is_enabled():
-                scaler.scale(loss).backward()
-                scaler.step(opt)
-                scaler.update()
-            else:
-                loss.backward()
-                opt.step()
+            backward_and_step(loss, opt, scaler)
             total += float(loss.item()) * len(yb)
             count += len(yb)
         train_curve.append(total / max(1, count) if finite else float("nan"))
