@@ -362,8 +362,9 @@ class CleanRooflineFeatures(CleanFeatures):
         return np.log(v)
 
 
+_CLEAN_BUILDERS: dict[str, type[CleanFeatures]] = {"clean": CleanFeatures, "clean_roofline": CleanRooflineFeatures}
 #: Feature sets built from the analytic workload and the GPU spec table (no released spec columns).
-CLEAN_FEATURE_SETS = ("clean", "clean_roofline")
+CLEAN_FEATURE_SETS = tuple(_CLEAN_BUILDERS)
 
 FEATURE_SETS: dict[str, str] = {
     "paper": "released CHRONOS features, released column order (keeps loader_ratio: target leakage)",
@@ -382,8 +383,6 @@ def make_feature_builder(name: str, family: str, categories: Mapping[str, Sequen
         return PaperFeatures(family, categories=categories)
     if name == "paper_noleak":
         return PaperFeatures(family, categories=categories, drop_target_derived=True)
-    if name == "clean":
-        return CleanFeatures(family, categories=categories, **kwargs)
-    if name == "clean_roofline":
-        return CleanRooflineFeatures(family, categories=categories, **kwargs)
+    if name in _CLEAN_BUILDERS:
+        return _CLEAN_BUILDERS[name](family, categories=categories, **kwargs)
     raise unknown_name("feature set", name, FEATURE_SETS)

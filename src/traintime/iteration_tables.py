@@ -295,7 +295,7 @@ def grouped_summary(pred: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
             by_group = gf.groupby(["family", "fold"])["mape_pct"].mean()
             worst = by_group.idxmax()
             m = by_seed.mean()
-            sd = float(by_seed.std(ddof=1)) if len(by_seed) > 1 else float("nan")
+            sd = float(by_seed.std(ddof=1))  # NaN for one seed
             notes = _ref_value(ref, "notes_rerun", "mean_group_mape_pct", protocol=prot, feature_set=fs,
                                estimator=est, family=fam)[0]
             leakfree = (_ref_value(ref, "notes_rerun", "mean_group_mape_pct", protocol=prot,
