@@ -6,8 +6,8 @@ from pathlib import Path
 
 from snakemake.utils import min_version
 
-from traintime.config import validate_config
-from traintime.errors import ConfigError
+from traintime.core.config import validate_config
+from traintime.core.errors import ConfigError
 from traintime.data.retrieve import resolve_mirror
 
 min_version("9.0")

@@ -28,7 +28,7 @@
 # Without root, use clock_backend: analytic_clock (labelled an approximation) or none.
 
 from traintime.emulation.sweep import emulable_targets as _emulable_targets
-from traintime.specs import canonical_gpu as _canonical_gpu, load_specs as _load_specs
+from traintime.core.specs import canonical_gpu as _canonical_gpu, load_specs as _load_specs
 
 _HOST_CFG = config["emulation"]["host"]
 _HOST_SPECS = _load_specs(config["gpu_specs"])

@@ -8,9 +8,16 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from traintime.data.chronos import (FAMILIES, ITERATION, RAW_COLUMNS, family_columns, load_iteration,
-                                    normalise_iteration, write_iteration)
-from traintime.errors import SchemaError, UnknownNameError
+from traintime.core.errors import SchemaError, UnknownNameError
+from traintime.data.chronos import (
+    FAMILIES,
+    ITERATION,
+    RAW_COLUMNS,
+    family_columns,
+    load_iteration,
+    normalise_iteration,
+    write_iteration,
+)
 
 REL = "chronos/epoch_time_prediction/data"
 

@@ -7,16 +7,36 @@ import pandas as pd
 import pytest
 from sklearn.model_selection import train_test_split
 
+from traintime.chronos.estimators import (
+    ESTIMATORS,
+    IterationTimePredictor,
+    ReplicateMedian,
+    load_iteration_model,
+    make_estimator,
+)
+from traintime.chronos.evaluation import (
+    PROTOCOLS,
+    PaperRandomSplit,
+    evaluate_family,
+    protocol_splits,
+    train_iteration_predictor,
+)
+from traintime.chronos.features import (
+    CleanFeatures,
+    PaperFeatures,
+    make_feature_builder,
+    vocabulary,
+)
+from traintime.chronos.iteration_tables import (
+    grouped_summary,
+    grouped_table,
+    load_reference,
+    per_model_rmse_table,
+    regressors_table,
+)
+from traintime.core.errors import SchemaError, UnknownNameError
+from traintime.core.specs import load_specs
 from traintime.data.chronos import FAMILIES, ITERATION, normalise_iteration
-from traintime.errors import SchemaError, UnknownNameError
-from traintime.estimators import (ESTIMATORS, IterationTimePredictor, ReplicateMedian, load_iteration_model,
-                                  make_estimator)
-from traintime.evaluation import (PROTOCOLS, PaperRandomSplit, evaluate_family, protocol_splits,
-                                  train_iteration_predictor)
-from traintime.features import CleanFeatures, PaperFeatures, make_feature_builder, vocabulary
-from traintime.iteration_tables import (grouped_summary, grouped_table, load_reference, per_model_rmse_table,
-                                        regressors_table)
-from traintime.specs import load_specs
 
 REL = "chronos/epoch_time_prediction/data"
 
@@ -121,8 +141,8 @@ def test_clean_features_predict_any_spec_table_gpu(table):
 def test_clean_roofline_extrapolates_an_efficiency_law_and_clean_does_not(table):
     """Step time = 3 x ideal FP32 compute time: trained on the cheaper half of the configurations,
     the roofline target predicts the dearer half (unseen FLOP range); the plain log target cannot."""
-    from traintime.errors import TraintimeError
-    from traintime.evaluation import build_model
+    from traintime.chronos.evaluation import build_model
+    from traintime.core.errors import TraintimeError
 
     rows = family_rows(table, "CNN")
     flops = rows["flops_train_per_sample"].to_numpy(float) * rows["batch_size"].to_numpy(float)
@@ -211,7 +231,7 @@ def test_fit_predict_smoke_and_saved_model(table, tmp_path):
 @pytest.mark.slow
 def test_paper_mode_reproduces_the_released_scripts_seed42(table):
     """The released scripts print these per-model RMSEs for seed 42 (xgboost 2.1.1, scikit-learn 1.5.1)."""
-    from traintime.metrics import rmse
+    from traintime.core.metrics import rmse
 
     ref = load_reference()
     released = ref[ref["kind"] == "released_script"].set_index("model")["value"]

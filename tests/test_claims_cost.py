@@ -6,10 +6,18 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from traintime.convergence import ConstantPredictor, PerFamily
-from traintime.cost import (RunConfig, cost_usd, end_to_end_example, end_to_end_table, epoch_seconds,
-                            match_rows, steps_per_epoch, total_hours)
-from traintime.errors import SchemaError
+from traintime.chronos.convergence import ConstantPredictor, PerFamily
+from traintime.chronos.cost import (
+    RunConfig,
+    cost_usd,
+    end_to_end_example,
+    end_to_end_table,
+    epoch_seconds,
+    match_rows,
+    steps_per_epoch,
+    total_hours,
+)
+from traintime.core.errors import SchemaError
 
 
 def test_arithmetic_against_hand_computation():
@@ -117,7 +125,7 @@ def test_example_refits_without_the_configuration():
 
 
 def test_end_to_end_markdown_has_mean_row():
-    from traintime.cost import end_to_end_markdown
+    from traintime.chronos.cost import end_to_end_markdown
 
     t = end_to_end_table(["T4", "A40"], 1000, 10, {"T4": [10.0], "A40": [30.0]}, [10.0], {"T4": 1.0, "A40": 1.0},
                          step_ms_measured={"T4": 20.0, "A40": 30.0}, epochs_measured=10.0,

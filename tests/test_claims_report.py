@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from traintime.report import report_index_markdown
+from traintime.core.report import report_index_markdown
 
 
 def test_report_index_lists_and_marks(tmp_path):

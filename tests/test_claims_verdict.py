@@ -8,9 +8,19 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from traintime.claims import (ClaimValue, arithmetic_values, build_claims_table, claims_markdown,
-                              convergence_values, cost_statement_values, data_values, end_to_end_values,
-                              iteration_values, load_claims, verdict)
+from traintime.chronos.claims import (
+    ClaimValue,
+    arithmetic_values,
+    build_claims_table,
+    claims_markdown,
+    convergence_values,
+    cost_statement_values,
+    data_values,
+    end_to_end_values,
+    iteration_values,
+    load_claims,
+    verdict,
+)
 
 
 @pytest.mark.parametrize("kind,published,mean,sd,expected", [

@@ -6,7 +6,12 @@ import pytest
 import torch
 from torch import nn
 
-from traintime.analytic import analytic_features, count_flops, model_structure, optimizer_state_multiplier
+from traintime.measure.analytic import (
+    analytic_features,
+    count_flops,
+    model_structure,
+    optimizer_state_multiplier,
+)
 
 
 class _Tiny(nn.Module):

@@ -7,9 +7,9 @@ import os
 import pandas as pd
 import pytest
 
-import traintime.io as tio
-from traintime.errors import SchemaError
-from traintime.merge import merge_rows, provenance
+import traintime.core.io as tio
+from traintime.core.errors import SchemaError
+from traintime.measure.merge import merge_rows, provenance
 
 KEY = ["model", "batch_size"]
 
@@ -69,4 +69,4 @@ def test_missing_key_column(tmp_path) -> None:
 def test_provenance_columns() -> None:
     p = provenance("cpu", {"torch_version": "x"})
     assert p["source"] == "local" and p["device"] == "cpu" and p["torch_version"] == "x" and p["host"]
-    assert tio.write_csv  # the merge writes through traintime.io (atomic)
+    assert tio.write_csv  # the merge writes through traintime.core.io (atomic)

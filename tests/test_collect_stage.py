@@ -5,12 +5,21 @@ from __future__ import annotations
 import pandas as pd
 import pytest
 
-from traintime.collect import (benchmark_jobs, convergence_run, convergence_run_id, merge_local_iteration,
-                               parse_job_id, probe_ablation_table, probe_cost_table)
+from traintime.core.errors import ConfigError
+from traintime.core.io import write_csv
 from traintime.data.chronos import ITERATION
-from traintime.errors import ConfigError
-from traintime.io import write_csv
-from traintime.timing import BenchmarkJob, run_benchmark
+from traintime.measure.collect import (
+    benchmark_jobs,
+    convergence_run,
+    convergence_run_id,
+    parse_job_id,
+)
+from traintime.measure.local import (
+    merge_local_iteration,
+    probe_ablation_table,
+    probe_cost_table,
+)
+from traintime.measure.timing import BenchmarkJob, run_benchmark
 
 
 def test_job_ids_round_trip() -> None:
@@ -79,8 +88,8 @@ def test_probe_tables() -> None:
 def test_oom_rows_are_kept_in_the_local_table(tmp_path, monkeypatch) -> None:
     import torch
 
-    import traintime.workloads as w
-    from traintime.collect import load_local_iteration
+    import traintime.measure.models as w
+    from traintime.measure.local import load_local_iteration
 
     class _Oom(torch.nn.Module):
         def __init__(self) -> None:

@@ -8,9 +8,16 @@ import pytest
 import torch
 from torch import nn
 
-from traintime.errors import DeviceStateError, TrainingError, UnknownNameError
-from traintime.timing import (BenchmarkJob, benchmark_step, build_optimizer, device_columns, is_oom,
-                              resolve_device, run_benchmark)
+from traintime.core.errors import DeviceStateError, TrainingError, UnknownNameError
+from traintime.measure.timing import (
+    BenchmarkJob,
+    benchmark_step,
+    build_optimizer,
+    device_columns,
+    is_oom,
+    resolve_device,
+    run_benchmark,
+)
 
 
 def _loader(n: int = 64, batch: int = 8):
@@ -58,7 +65,7 @@ class _OomModel(nn.Module):
 
 
 def _patch_model(monkeypatch: pytest.MonkeyPatch, cls: type) -> None:
-    import traintime.workloads as w
+    import traintime.measure.models as w
 
     monkeypatch.setattr(w, "create_model", lambda *a, **k: cls())
 

@@ -9,9 +9,14 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from traintime.data.chronos_convergence import (CONVERGENCE, FAMILIES, load_convergence, normalise_convergence,
-                                                write_convergence)
-from traintime.errors import SchemaError
+from traintime.core.errors import SchemaError
+from traintime.data.chronos_convergence import (
+    CONVERGENCE,
+    FAMILIES,
+    load_convergence,
+    normalise_convergence,
+    write_convergence,
+)
 
 RAW = "epoch_convergence_prediction/data/{}.csv"
 

@@ -6,10 +6,19 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from traintime.convergence import (ConvergencePredictor, ConstantPredictor, GroupMedian, NTKGuided, PerFamily,
-                                   ReleasedPipeline, ScalingLaw, make_estimator, released_feature_frame)
+from traintime.chronos.convergence import (
+    ConstantPredictor,
+    ConvergencePredictor,
+    GroupMedian,
+    NTKGuided,
+    PerFamily,
+    ReleasedPipeline,
+    ScalingLaw,
+    make_estimator,
+    released_feature_frame,
+)
+from traintime.core.errors import UnknownNameError
 from traintime.data.chronos_convergence import PROBE_COLUMNS
-from traintime.errors import UnknownNameError
 
 
 def synthetic_rows(n: int = 40, seed: int = 0) -> pd.DataFrame:

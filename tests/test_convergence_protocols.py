@@ -5,12 +5,16 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 import pytest
-
-from traintime.convergence import (ESTIMATORS, ConstantPredictor, EstimatorSpec, evaluate, fmt_cell, per_model_table,
-                                   protocol_splits, summary_table)
-from traintime.errors import UnknownNameError
-
 from test_convergence_estimators import synthetic_rows
+
+from traintime.chronos.convergence import ESTIMATORS, ConstantPredictor, EstimatorSpec
+from traintime.chronos.convergence_protocols import evaluate, protocol_splits
+from traintime.chronos.convergence_tables import (
+    fmt_cell,
+    per_model_table,
+    summary_table,
+)
+from traintime.core.errors import UnknownNameError
 
 
 def rows_with_groups(n: int = 60) -> pd.DataFrame:

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from traintime.cli import main
-from traintime.docs import render_data_docs
+from traintime.core.docs import render_data_docs
 
 REPO = Path(__file__).resolve().parents[1]
 

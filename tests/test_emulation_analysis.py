@@ -8,9 +8,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from traintime.core.errors import SchemaError
 from traintime.emulation import analysis as A
+from traintime.emulation import tables as T
 from traintime.emulation.schema import HOST_LATENCY
-from traintime.errors import SchemaError
 
 
 def pred_rows(entries, method="flops", seed=-1, host="RTX-5090"):
@@ -59,7 +60,7 @@ def test_ranking_spearman_per_workload():
 def test_bias_shares_and_grid():
     p = pred_rows([("RTX-3060", "a", 64, 100.0, 110.0), ("RTX-3060", "b", 64, 100.0, 90.0),
                    ("RTX-4090", "a", 224, 100.0, 130.0)])
-    b = A.bias_table(p).set_index(["generation", "img_px"])["bias_pct"]
+    b = T.bias_table(p).set_index(["generation", "img_px"])["bias_pct"]
     assert b[("RTX 30", 64)] == pytest.approx(0.0) and b[("RTX 40", 224)] == pytest.approx(30.0)
     sh = A.threshold_shares(p).set_index("threshold_pct")["share"]
     assert sh[5.0] == 0.0 and sh[10.0] == pytest.approx(2 / 3) and sh[50.0] == 1.0
@@ -70,12 +71,12 @@ def test_bias_shares_and_grid():
 def test_best_worst_and_family_tables():
     p = pred_rows([("RTX-3060", "a", 64, 100.0, 150.0, "CNN"), ("RTX-3080", "a", 64, 100.0, 110.0, "CNN"),
                    ("RTX-4090", "b", 64, 100.0, 101.0, "Transformer")])
-    t2 = A.table2(p)
+    t2 = T.table2(p)
     best = t2[(t2["scope"] == "gpu") & (t2["kind"] == "best")].sort_values("rank")
     assert list(best["name"]) == ["RTX-4090", "RTX-3080", "RTX-3060"]
     worst = t2[(t2["scope"] == "model") & (t2["kind"] == "worst") & (t2["rank"] == 1)]
     assert worst["name"].iloc[0] == "a" and worst["mape"].iloc[0] == pytest.approx(30.0)
-    t5 = A.table5(p).set_index("family")
+    t5 = T.table5(p).set_index("family")
     assert t5.loc["CNN", "n_models"] == 1 and t5.loc["CNN", "mape"] == pytest.approx(30.0)
     assert t5.loc["Transformer", "mape"] == pytest.approx(1.0)
 
@@ -85,7 +86,7 @@ def test_host_agreement_hand_computed():
                   host="RTX-5090")
     b = pred_rows([("RTX-3060", "m", 64, 100.0, 100.0), ("RTX-3060", "m", 224, 100.0, 125.0)], "emulation",
                   host="RTX-4070-SUPER")
-    t, note = A.table4(pd.concat([a, b]))
+    t, note = T.table4(pd.concat([a, b]))
     # hosts sorted by name: A = RTX-4070-SUPER, B = RTX-5090; Delta = (A - B) / B
     allrow = t[t["scope"] == "all"].iloc[0]
     assert (allrow["host_a"], allrow["host_b"]) == ("RTX-4070-SUPER", "RTX-5090")
@@ -95,14 +96,14 @@ def test_host_agreement_hand_computed():
     assert allrow["share_le_20"] == pytest.approx(0.5)
     assert allrow["mape_a"] == pytest.approx(12.5) and allrow["mape_b"] == pytest.approx(5.0)
     assert set(t["scope"]) == {"all", "64px", "224px"}
-    one, why = A.table4(a)
+    one, why = T.table4(a)
     assert "one host only" in why and "mean_abs_diff_pct" not in one
-    none, why = A.table4(a.iloc[0:0])
+    none, why = T.table4(a.iloc[0:0])
     assert why == A.NO_HOST
 
 
 def test_table1_states_missing_methods():
-    t = A.table1(pred_rows([("RTX-3060", "m", 64, 100.0, 110.0)]))
+    t = T.table1(pred_rows([("RTX-3060", "m", 64, 100.0, 110.0)]))
     assert list(t["method"]) == ["emulation", "habitat", "neusight", "flops", "emulation_oracle"]
     em = t[t["method"] == "emulation"].iloc[0]
     assert em["note"] == A.NO_HOST and em["n"] == 0 and np.isnan(em["mape"])

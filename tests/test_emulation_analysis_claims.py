@@ -8,15 +8,22 @@ import glob
 import numpy as np
 import pandas as pd
 import pytest
+from test_emulation_mapping import F_GRID, P_GRID, host_latency, make_sweep
 
+from traintime.core.specs import load_specs
 from traintime.emulation import analysis as A
+from traintime.emulation import tables as T
 from traintime.emulation import plots
 from traintime.emulation.baselines import flops_predictions
-from traintime.emulation.claims import Reproduced, build_claims_table, claims_markdown, load_claims, verdict
+from traintime.emulation.claims import (
+    Reproduced,
+    build_claims_table,
+    claims_markdown,
+    load_claims,
+    verdict,
+)
 from traintime.emulation.mapping import host_predictions, landscape, sweep_points
 from traintime.emulation.traces import evaluation_slice, normalise_traces
-from traintime.specs import load_specs
-from test_emulation_mapping import F_GRID, P_GRID, host_latency, make_sweep
 
 
 def test_verdict_rules():
@@ -74,7 +81,7 @@ def test_emulation_path_end_to_end(tmp_path):
     frames = [A.to_predictions(g, m) for m, g in pred.groupby("method")]
     allp = pd.concat(frames, ignore_index=True)
     assert set(allp["method"]) == {"emulation", "emulation_oracle"}
-    t1 = A.table1(allp).set_index("method")
+    t1 = T.table1(allp).set_index("method")
     # the oracle recovers every planted point exactly
     assert t1.loc["emulation_oracle", "mape"] == pytest.approx(0.0, abs=1e-9)
     r3080 = orc[orc["gpu"] == "RTX-3080"]
@@ -84,12 +91,12 @@ def test_emulation_path_end_to_end(tmp_path):
     ape_3080 = (1.5 ** 0.8 * 2000 / 1500 - 1) * 100
     assert t1.loc["emulation", "mape"] == pytest.approx(ape_3080 / 3)
     assert t1.loc["emulation", "n"] == 9 and t1.loc["emulation", "note"] == ""
-    assert A.table3(allp)["mean"].iloc[0] == pytest.approx(1.0)
+    assert T.table3(allp)["mean"].iloc[0] == pytest.approx(1.0)
     shares = A.threshold_shares(allp[allp["method"] == "emulation"]).set_index("threshold_pct")["share"]
     assert shares[5.0] == pytest.approx(6 / 9) and shares[50.0] == pytest.approx(6 / 9)  # 3080 rows: APE 84 %
     # figures render from host data
     for name, fn in (("f5.png", lambda p: plots.figure5(A.threshold_shares(allp), p)),
-                     ("f6.png", lambda p: plots.figure6(A.bias_table(allp), p)),
+                     ("f6.png", lambda p: plots.figure6(T.bias_table(allp), p)),
                      ("f7.png", lambda p: plots.figure7(A.grid_mape(allp), p)),
                      ("f4.png", lambda p: plots.figure4(allp, p, ["RTX-3080", "RTX-4090"], ["resnet50"], 224))):
         fn(tmp_path / name)

@@ -9,10 +9,15 @@ import pandas as pd
 import pytest
 import yaml
 
+from traintime.core.errors import ChecksumError, SchemaError, UnknownNameError
+from traintime.core.specs import canonical_gpu, gpu_row, load_specs
 from traintime.data.retrieve import Source
-from traintime.emulation.traces import evaluation_slice, model_family, normalise_traces, retrieve_traces
-from traintime.errors import ChecksumError, SchemaError, UnknownNameError
-from traintime.specs import canonical_gpu, gpu_row, load_specs
+from traintime.emulation.traces import (
+    evaluation_slice,
+    model_family,
+    normalise_traces,
+    retrieve_traces,
+)
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -18,11 +18,27 @@ from pathlib import Path
 
 import pytest
 
-from traintime.emulation.backends import (ANALYTIC_NOTE, AnalyticClockBackend, Applied, CombinedBackend,
-                                          GreenContextBackend, GreenHandle, MPSBackend, NoRestriction,
-                                          NvmlClockBackend, RestoreOnSignal, Setting, green_ctx_granularity,
-                                          make_backend, nearest_clock, round_green_sms)
-from traintime.errors import ConfigError, DeviceStateError
+from traintime.core.errors import ConfigError, DeviceStateError
+from traintime.emulation.backends import (
+    ANALYTIC_NOTE,
+    AnalyticClockBackend,
+    CombinedBackend,
+    make_backend,
+)
+from traintime.emulation.green_ctx import (
+    GreenContextBackend,
+    GreenHandle,
+    green_ctx_granularity,
+    round_green_sms,
+)
+from traintime.emulation.mps import MPSBackend
+from traintime.emulation.nvml_clock import NvmlClockBackend, nearest_clock
+from traintime.emulation.restriction import (
+    Applied,
+    NoRestriction,
+    RestoreOnSignal,
+    Setting,
+)
 
 TESTS = Path(__file__).resolve().parent
 SRC = TESTS.parent / "src"
@@ -245,7 +261,10 @@ _CHILD = textwrap.dedent("""
     signal.signal(signal.SIGINT, signal.default_int_handler)
     sys.path[:0] = [{tests!r}, {src!r}]
     from test_emulation_backends import FakeNvml, FakeMpsRunner
-    from traintime.emulation.backends import NvmlClockBackend, MPSBackend, Setting, CombinedBackend
+    from traintime.emulation.nvml_clock import NvmlClockBackend
+    from traintime.emulation.mps import MPSBackend
+    from traintime.emulation.restriction import Setting
+    from traintime.emulation.backends import CombinedBackend
     which = {which!r}
     if which == "nvml":
         backend = NvmlClockBackend(nvml=FakeNvml(log_path={log!r}))

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-
 from test_emulation_backends import FakeNvml
-from traintime.device import DeviceInfo, check_expected_device, describe_device
-from traintime.errors import DeviceStateError, UnknownNameError
+
+from traintime.core.errors import DeviceStateError, UnknownNameError
+from traintime.measure.device import DeviceInfo, check_expected_device, describe_device
 
 
 def gpu(name: str) -> DeviceInfo:

@@ -8,11 +8,23 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from traintime.emulation.baselines import (OP_PROFILE, CrossGPURegressor, analytic_predictions, flops_predictions,
-                                           flops_scaling, fp32_peak_gflops, habitat_gamma, habitat_predict,
-                                           habitat_scale, learned_features, leave_one_gpu_out, neusight_op_time,
-                                           neusight_predict, neusight_util)
-from traintime.specs import gpu_row, load_specs
+from traintime.core.specs import gpu_row, load_specs
+from traintime.emulation.baselines import (
+    OP_PROFILE,
+    CrossGPURegressor,
+    analytic_predictions,
+    flops_predictions,
+    flops_scaling,
+    fp32_peak_gflops,
+    habitat_gamma,
+    habitat_predict,
+    habitat_scale,
+    learned_features,
+    leave_one_gpu_out,
+    neusight_op_time,
+    neusight_predict,
+    neusight_util,
+)
 
 SIG2 = 1.0 / (1.0 + math.exp(-2.0))  # sigmoid(2) = 0.8808
 

@@ -8,13 +8,20 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from traintime.errors import DeviceStateError
-
-from traintime.emulation.mapping import (green_ctx_sms, host_predictions, landscape, mps_percent, nearest_clock,
-                                         nearest_point, oracle, spec_mapped_predictions, spec_mapping,
-                                         sweep_points)
+from traintime.core.errors import DeviceStateError
+from traintime.emulation.mapping import (
+    green_ctx_sms,
+    host_predictions,
+    landscape,
+    mps_percent,
+    nearest_clock,
+    nearest_point,
+    oracle,
+    spec_mapped_predictions,
+    spec_mapping,
+    sweep_points,
+)
 from traintime.emulation.schema import HOST_LATENCY
-from traintime.errors import ConfigError
 
 P_GRID = (20.0, 40.0, 60.0, 80.0, 100.0)
 F_GRID = (1500.0, 2000.0, 2500.0)

@@ -14,14 +14,27 @@ import pandas as pd
 import pytest
 import torch
 
-from traintime.device import DeviceInfo
-from traintime.emulation.baselines import (OP_PROFILE, analytic_predictions, habitat_predict, neusight_predict)
-from traintime.emulation.profile_ops import (EXTRA_COLUMNS, PREFIX, OpRecord, attribute_trace, host_ops_job,
-                                             op_bytes, ops_frame, profile_ops, tensor_span_bytes)
+from traintime.core.errors import DeviceStateError
+from traintime.core.io import read_csv, write_csv
+from traintime.core.specs import gpu_row
+from traintime.emulation.baselines import (
+    OP_PROFILE,
+    analytic_predictions,
+    habitat_predict,
+    neusight_predict,
+)
+from traintime.emulation.op_trace import PREFIX, attribute_trace
+from traintime.emulation.profile_ops import (
+    EXTRA_COLUMNS,
+    OpRecord,
+    host_ops_job,
+    op_bytes,
+    ops_frame,
+    profile_ops,
+    tensor_span_bytes,
+)
 from traintime.emulation.workload import WorkloadSpec, make_workload
-from traintime.errors import DeviceStateError
-from traintime.io import read_csv, write_csv
-from traintime.specs import gpu_row
+from traintime.measure.device import DeviceInfo
 
 aten = torch.ops.aten
 SPEC = WorkloadSpec("test_resnet", 32, 2)

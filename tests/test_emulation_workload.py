@@ -5,12 +5,22 @@ from __future__ import annotations
 import pytest
 import torch
 
-from traintime.emulation.backends import Applied
+from traintime.core.errors import ConfigError, UnknownNameError
+from traintime.emulation.restriction import Applied
 from traintime.emulation.schema import HOST_LATENCY
 from traintime.emulation.sweep import rows_to_frame
-from traintime.emulation.timer import CPU_TIMER_NOTE, Timing, measure_step, measure_workload
-from traintime.emulation.workload import TrainStep, WorkloadSpec, build_model, make_workload
-from traintime.errors import ConfigError, UnknownNameError
+from traintime.emulation.timer import (
+    CPU_TIMER_NOTE,
+    Timing,
+    measure_step,
+    measure_workload,
+)
+from traintime.emulation.workload import (
+    TrainStep,
+    WorkloadSpec,
+    build_model,
+    make_workload,
+)
 
 TINY = WorkloadSpec("test_vit", 32, 2, "fp32")
 

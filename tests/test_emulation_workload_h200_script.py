@@ -150,7 +150,7 @@ def fake_device(monkeypatch):
 
 @pytest.mark.parametrize("binds", [True, False])
 def test_green_check_measures_the_slowdown(script, fake_device, binds):
-    from traintime.emulation.backends import GreenContextBackend, GreenHandle
+    from traintime.emulation.green_ctx import GreenContextBackend, GreenHandle
 
     dev = fake_device(binds)
     backend = GreenContextBackend(host_sms=132, compute_capability="9.0",
@@ -165,8 +165,8 @@ def test_green_check_measures_the_slowdown(script, fake_device, binds):
 
 
 def test_a_partition_that_cannot_be_created_gives_error_rows_once(script, tmp_path, monkeypatch):
-    from traintime.emulation import backends
-    from traintime.errors import DeviceStateError
+    from traintime.core.errors import DeviceStateError
+    from traintime.emulation import green_ctx
 
     calls = []
 
@@ -174,7 +174,7 @@ def test_a_partition_that_cannot_be_created_gives_error_rows_once(script, tmp_pa
         calls.append(n)
         raise DeviceStateError(f"green_ctx: cannot create a green context of {n} SMs: test")
 
-    real = backends.GreenContextBackend
+    real = green_ctx.GreenContextBackend
 
     def patched(host_sms=None, compute_capability=None, factory=None, device_index=0):
         return real(host_sms=host_sms, compute_capability=compute_capability, factory=refuse)

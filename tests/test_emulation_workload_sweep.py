@@ -4,16 +4,30 @@ from __future__ import annotations
 
 import pandas as pd
 import pytest
-
 from test_emulation_backends import FakeGreen, FakeMpsRunner
-from traintime.emulation.backends import (CombinedBackend, GreenContextBackend, NoRestriction,
-                                          Setting, make_backend)
+
+from traintime.core.errors import (
+    ConfigError,
+    DeviceStateError,
+    SchemaError,
+    UnknownNameError,
+)
+from traintime.emulation.backends import CombinedBackend, make_backend
+from traintime.emulation.green_ctx import GreenContextBackend
+from traintime.emulation.restriction import NoRestriction, Setting
 from traintime.emulation.schema import HOST_LATENCY
-from traintime.emulation.sweep import (rows_to_frame, run_child, run_mapped, run_points, run_sweep,
-                                       settings_grid, workload_grid, write_rows)
+from traintime.emulation.sweep import (
+    rows_to_frame,
+    run_child,
+    run_mapped,
+    run_points,
+    run_sweep,
+    settings_grid,
+    workload_grid,
+    write_rows,
+)
 from traintime.emulation.timer import empty_row
 from traintime.emulation.workload import WorkloadSpec
-from traintime.errors import ConfigError, DeviceStateError, SchemaError, UnknownNameError
 
 W1 = WorkloadSpec("test_vit", 32, 2, "fp32")
 W2 = WorkloadSpec("test_resnet", 64, 4, "bf16")
@@ -76,7 +90,7 @@ def test_mps_points_run_in_a_child_that_sees_the_percentage():
 
 
 def test_a_dead_child_gives_error_rows(tmp_path):
-    from traintime.emulation.backends import Applied
+    from traintime.emulation.restriction import Applied
 
     applied = Applied(backend="mps", requested_sm_pct=50.0, env={"CUDA_MPS_ACTIVE_THREAD_PERCENTAGE": "50"},
                       needs_subprocess=True)

@@ -12,14 +12,20 @@ import pandas as pd
 import pytest
 import yaml
 
-from traintime import metrics
-from traintime.config import load_config, validate_config
-from traintime.data.retrieve import Source, retrieve, resolve_mirror, sha256_of
-from traintime.errors import (ChecksumError, ConfigError, DataUnavailableError, SchemaError,
-                              UnknownNameError, unknown_name)
-from traintime.io import read_csv, write_csv, write_table
-from traintime.schema import Column, TableSchema
-from traintime.specs import canonical_gpu, load_specs
+from traintime.core import metrics
+from traintime.core.config import load_config, validate_config
+from traintime.core.errors import (
+    ChecksumError,
+    ConfigError,
+    DataUnavailableError,
+    SchemaError,
+    UnknownNameError,
+    unknown_name,
+)
+from traintime.core.io import read_csv, write_csv, write_table
+from traintime.core.schema import Column, TableSchema
+from traintime.core.specs import canonical_gpu, load_specs
+from traintime.data.retrieve import Source, resolve_mirror, retrieve, sha256_of
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "schemas" / "config.schema.yaml"

@@ -8,11 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from traintime.convergence import ConvergencePredictor
-from traintime.errors import TraintimeError
-from traintime.estimators import IterationTimePredictor
+from traintime.chronos.convergence import ConvergencePredictor
+from traintime.chronos.estimators import IterationTimePredictor
+from traintime.core.errors import TraintimeError
+from traintime.core.specs import load_specs
 from traintime.predict import TrainingTimePredictor
-from traintime.specs import load_specs
 
 
 class FakeStep:

@@ -8,8 +8,13 @@ import pytest
 import torch
 from torch import nn
 
-from traintime.probe import (ntk_trace_exact, ntk_trace_hutchinson, ntk_trace_hutchinson_batch, probe,
-                             probe_batch)
+from traintime.measure.probe import (
+    ntk_trace_exact,
+    ntk_trace_hutchinson,
+    ntk_trace_hutchinson_batch,
+    probe,
+    probe_batch,
+)
 
 
 def _tiny() -> tuple[nn.Module, torch.Tensor, torch.Tensor]:

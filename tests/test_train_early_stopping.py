@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from traintime.train import EarlyStopping, split_indices, train_to_convergence
+from traintime.measure.train import EarlyStopping, split_indices, train_to_convergence
 
 
 def test_converged_when_patience_exhausted() -> None:

@@ -2,11 +2,11 @@
 
 import logging
 
+from traintime.chronos.evaluation import PREDICTION_COLUMNS, evaluate_family
+from traintime.core.io import write_csv
+from traintime.core.specs import load_specs
+from traintime.core.workflow import run_script
 from traintime.data.chronos import load_iteration
-from traintime.evaluation import PREDICTION_COLUMNS, evaluate_family
-from traintime.io import write_csv
-from traintime.specs import load_specs
-from traintime.workflow import run_script
 
 log = logging.getLogger("traintime")
 

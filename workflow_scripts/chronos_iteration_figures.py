@@ -1,8 +1,13 @@
 """Iteration-time figures from the merged test predictions (rule chronos_iteration_figures)."""
 
-from traintime.iteration_tables import (figure_grouped_errors, figure_pred_vs_measured, figure_seed_spread,
-                                        load_predictions, load_reference)
-from traintime.workflow import run_script
+from traintime.chronos.iteration_tables import (
+    figure_grouped_errors,
+    figure_pred_vs_measured,
+    figure_seed_spread,
+    load_predictions,
+    load_reference,
+)
+from traintime.core.workflow import run_script
 
 
 def main(snakemake):

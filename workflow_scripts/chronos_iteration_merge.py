@@ -1,8 +1,8 @@
 """Concatenate the per-family test predictions of one protocol (rule chronos_iteration_merge)."""
 
-from traintime.io import write_csv
-from traintime.iteration_tables import load_predictions
-from traintime.workflow import run_script
+from traintime.chronos.iteration_tables import load_predictions
+from traintime.core.io import write_csv
+from traintime.core.workflow import run_script
 
 
 def main(snakemake):

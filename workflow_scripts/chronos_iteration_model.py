@@ -1,11 +1,11 @@
 """Train and save the step-time model on every row of each family (rule chronos_iteration_model)."""
 
+from traintime.chronos.evaluation import train_iteration_predictor
+from traintime.chronos.iteration_tables import load_predictions
+from traintime.core.io import write_json
+from traintime.core.specs import load_specs
+from traintime.core.workflow import run_script
 from traintime.data.chronos import load_iteration
-from traintime.io import write_json
-from traintime.iteration_tables import load_predictions
-from traintime.specs import load_specs
-from traintime.evaluation import train_iteration_predictor
-from traintime.workflow import run_script
 
 
 def main(snakemake):

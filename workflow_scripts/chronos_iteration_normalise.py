@@ -1,8 +1,8 @@
 """Normalise the released CHRONOS timing CSVs into results/data/iteration.csv (rule chronos_iteration_normalise)."""
 
+from traintime.core.specs import load_specs
+from traintime.core.workflow import run_script
 from traintime.data.chronos import FAMILIES, normalise_iteration, write_iteration
-from traintime.specs import load_specs
-from traintime.workflow import run_script
 
 
 def main(snakemake):

@@ -1,10 +1,18 @@
 """Iteration-time tables from the merged test predictions (rule chronos_iteration_tables)."""
 
-from traintime.io import write_csv, write_table
-from traintime.iteration_tables import (GROUPED_PROTOCOLS, grouped_summary, grouped_table, load_predictions,
-                                        load_reference, per_model_long, per_model_rmse_table, per_seed_summary,
-                                        regressors_table)
-from traintime.workflow import run_script
+from traintime.chronos.iteration_tables import (
+    GROUPED_PROTOCOLS,
+    grouped_summary,
+    grouped_table,
+    load_predictions,
+    load_reference,
+    per_model_long,
+    per_model_rmse_table,
+    per_seed_summary,
+    regressors_table,
+)
+from traintime.core.io import write_csv, write_table
+from traintime.core.workflow import run_script
 
 REF_NOTE = ("`paper_*` columns are the published CHRONOS values, `released_*` the printout of the released "
             "scripts (seed 42) and `notes_*` an earlier 5-seed re-run of the released code; they are references "

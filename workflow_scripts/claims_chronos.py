@@ -1,14 +1,19 @@
 """The CHRONOS claims table (rule claims_chronos): published claims vs. this reproduction."""
 
-from traintime.claims import (build_claims_table, claims_markdown, collect_values, load_claims,
-                              protocol_descriptions)
-from traintime.cost import RunConfig
+from traintime.chronos.claims import (
+    build_claims_table,
+    claims_markdown,
+    collect_values,
+    load_claims,
+    protocol_descriptions,
+)
+from traintime.chronos.cost import RunConfig
+from traintime.chronos.iteration_tables import load_predictions
+from traintime.core.io import read_csv, write_csv, write_text
+from traintime.core.specs import load_specs
+from traintime.core.workflow import run_script
 from traintime.data.chronos import load_iteration
 from traintime.data.chronos_convergence import load_convergence
-from traintime.io import read_csv, write_csv, write_text
-from traintime.iteration_tables import load_predictions
-from traintime.specs import load_specs
-from traintime.workflow import run_script
 
 
 def main(snakemake):

@@ -1,11 +1,11 @@
 """Predictions for the local rows before / after adding them to the training data (rule collect_table_before_after)."""
 
-from traintime.collect import before_after_table, load_local_iteration
+from traintime.chronos.estimators import load_iteration_model
+from traintime.core.io import write_table
+from traintime.core.specs import load_specs
+from traintime.core.workflow import run_script
 from traintime.data.chronos import load_iteration
-from traintime.estimators import load_iteration_model
-from traintime.io import write_table
-from traintime.specs import load_specs
-from traintime.workflow import run_script
+from traintime.measure.local import before_after_table, load_local_iteration
 
 NOTE = """
 The local device is outside the released GPU set (this default run measures a CPU, which has no GPU

@@ -2,10 +2,10 @@
 
 import pandas as pd
 
-from traintime.collect import parse_job_id
-from traintime.io import write_csv
-from traintime.timing import run_benchmark
-from traintime.workflow import run_script
+from traintime.core.io import write_csv
+from traintime.core.workflow import run_script
+from traintime.measure.collect import parse_job_id
+from traintime.measure.timing import run_benchmark
 
 
 def main(snakemake):

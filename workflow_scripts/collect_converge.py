@@ -2,9 +2,9 @@
 
 import pandas as pd
 
-from traintime.collect import convergence_run, run_convergence_job
-from traintime.io import write_csv
-from traintime.workflow import run_script
+from traintime.core.io import write_csv
+from traintime.core.workflow import run_script
+from traintime.measure.collect import convergence_run, run_convergence_job
 
 
 def main(snakemake):

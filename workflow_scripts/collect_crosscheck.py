@@ -1,8 +1,8 @@
 """Analytic features vs the released CHRONOS columns (rule collect_table_crosscheck)."""
 
-from traintime.collect import analytic_crosscheck
-from traintime.io import write_table
-from traintime.workflow import run_script
+from traintime.core.io import write_table
+from traintime.core.workflow import run_script
+from traintime.measure.local import analytic_crosscheck
 
 NOTE = """
 `analytic` is computed here on the meta device (torch FlopCounterMode, a multiply-add = 2 FLOPs) for

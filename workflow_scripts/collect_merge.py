@@ -2,9 +2,9 @@
 
 import pandas as pd
 
-from traintime.collect import merge_local_convergence, merge_local_iteration
-from traintime.io import read_csv, write_csv
-from traintime.workflow import run_script
+from traintime.core.io import read_csv, write_csv
+from traintime.core.workflow import run_script
+from traintime.measure.local import merge_local_convergence, merge_local_iteration
 
 
 def main(snakemake):

@@ -2,10 +2,10 @@
 
 from pathlib import Path
 
-from traintime.io import write_table
+from traintime.core.io import write_table
+from traintime.core.specs import load_specs
+from traintime.core.workflow import run_script
 from traintime.predict import TrainingTimePredictor
-from traintime.specs import load_specs
-from traintime.workflow import run_script
 
 NOTE = """
 Predicted with the workflow's saved models (step time: results/models/iteration; epochs:

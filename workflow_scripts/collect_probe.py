@@ -1,8 +1,8 @@
 """Probe-batch ablation of one (model, dataset) on the local device (rule collect_probe)."""
 
-from traintime.collect import run_probe_job
-from traintime.io import write_csv
-from traintime.workflow import run_script
+from traintime.core.io import write_csv
+from traintime.core.workflow import run_script
+from traintime.measure.collect import run_probe_job
 
 
 def main(snakemake):

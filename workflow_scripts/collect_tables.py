@@ -2,9 +2,13 @@
 
 import pandas as pd
 
-from traintime.collect import load_local_iteration, probe_ablation_table, probe_cost_table
-from traintime.io import read_csv, write_table
-from traintime.workflow import run_script
+from traintime.core.io import read_csv, write_table
+from traintime.core.workflow import run_script
+from traintime.measure.local import (
+    load_local_iteration,
+    probe_ablation_table,
+    probe_cost_table,
+)
 
 COST_NOTE = """
 Measured on this machine's device (`gpu` column); `probe_s` = one forward + one backward pass on one

@@ -3,12 +3,12 @@
 import logging
 import time
 
-from traintime.convergence import PREDICTIONS, evaluate
+from traintime.chronos.convergence_protocols import PREDICTIONS, evaluate
+from traintime.core.io import write_csv
+from traintime.core.workflow import run_script
 from traintime.data.chronos_convergence import load_convergence
-from traintime.io import write_csv
-from traintime.workflow import run_script
 
-log = logging.getLogger("traintime.convergence")
+log = logging.getLogger("traintime.chronos.convergence")
 
 
 def main(snakemake):

@@ -1,9 +1,9 @@
 """Fit the chosen convergence estimator on every run and save it (rule convergence_model)."""
 
-from traintime.convergence import ConvergencePredictor
+from traintime.chronos.convergence import ConvergencePredictor
+from traintime.core.io import write_json
+from traintime.core.workflow import run_script
 from traintime.data.chronos_convergence import load_convergence
-from traintime.io import write_json
-from traintime.workflow import run_script
 
 
 def main(snakemake):

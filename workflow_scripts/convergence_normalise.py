@@ -2,10 +2,10 @@
 
 import logging
 
+from traintime.core.workflow import run_script
 from traintime.data.chronos_convergence import normalise_convergence, write_convergence
-from traintime.workflow import run_script
 
-log = logging.getLogger("traintime.convergence")
+log = logging.getLogger("traintime.chronos.convergence")
 
 
 def main(snakemake):

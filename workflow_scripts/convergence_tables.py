@@ -2,11 +2,18 @@
 
 import pandas as pd
 
-from traintime.convergence import (PREDICTIONS, load_reference, per_model_markdown, per_model_table,
-                                   plot_per_model_mape, plot_predicted_vs_measured, sort_predictions,
-                                   summary_markdown, summary_table)
-from traintime.io import read_csv, write_csv, write_text
-from traintime.workflow import run_script
+from traintime.chronos.convergence_protocols import PREDICTIONS, sort_predictions
+from traintime.chronos.convergence_tables import (
+    load_reference,
+    per_model_markdown,
+    per_model_table,
+    plot_per_model_mape,
+    plot_predicted_vs_measured,
+    summary_markdown,
+    summary_table,
+)
+from traintime.core.io import read_csv, write_csv, write_text
+from traintime.core.workflow import run_script
 
 NOTE = """
 MAPE (%) of the convergence epoch T_conv, out-of-fold over the 324 released runs, each family file
@@ -16,7 +23,7 @@ show mean +- sd over seeds; a single number means one seed or one deterministic 
 partitions do not depend on the seed; seed-free methods are fitted once). Paper columns: published
 values (the paper does not state the protocol). Scaling-law and NTK-guided baselines, the no-probe
 ablation, the constant and group-median predictors are reconstructions: the release has no code for
-them (see traintime.convergence).
+them (see traintime.chronos.convergence).
 
 Features of chronos_rf / chronos_xgb (as released: every column but T_conv, T_80close, T_90close; numeric
 columns constant in the training rows dropped): dataset, model, optimizer, family (and task for

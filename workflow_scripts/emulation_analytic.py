@@ -4,13 +4,18 @@ import logging
 
 import pandas as pd
 
-from traintime.emulation.analysis import NO_OPS, empty_predictions, read_host_table, to_predictions
+from traintime.core.errors import SchemaError
+from traintime.core.io import read_csv, write_csv, write_text
+from traintime.core.specs import load_specs
+from traintime.core.workflow import run_script
+from traintime.emulation.analysis import (
+    NO_OPS,
+    empty_predictions,
+    read_host_table,
+    to_predictions,
+)
 from traintime.emulation.baselines import OP_PROFILE, analytic_predictions
 from traintime.emulation.traces import evaluation_slice, load_traces
-from traintime.errors import SchemaError
-from traintime.io import read_csv, write_csv, write_text
-from traintime.specs import load_specs
-from traintime.workflow import run_script
 
 log = logging.getLogger("traintime")
 

@@ -1,11 +1,16 @@
 """Claims table of the zero-shot paper (rule emulation_claims)."""
 
+from traintime.core.io import read_csv, write_csv, write_text
+from traintime.core.specs import canonical_gpu, load_specs
+from traintime.core.workflow import run_script
 from traintime.emulation import analysis as A
-from traintime.emulation.claims import build_claims_table, claims_markdown, collect_values, load_claims
+from traintime.emulation.claims import (
+    build_claims_table,
+    claims_markdown,
+    collect_values,
+    load_claims,
+)
 from traintime.emulation.traces import MANIFEST, evaluation_slice, load_traces
-from traintime.io import read_csv, write_csv, write_text
-from traintime.specs import canonical_gpu, load_specs
-from traintime.workflow import run_script
 
 
 def main(snakemake):

@@ -1,12 +1,17 @@
 """Figures 2-7 of the zero-shot paper (rules emulation_figure2 ... emulation_figure7)."""
 
+from traintime.core.specs import load_specs
+from traintime.core.workflow import run_script
 from traintime.emulation import analysis as A
 from traintime.emulation import plots
-from traintime.emulation.mapping import landscape, nearest_point, oracle, spec_mapping, sweep_points
+from traintime.emulation.mapping import (
+    landscape,
+    nearest_point,
+    oracle,
+    spec_mapping,
+    sweep_points,
+)
 from traintime.emulation.traces import evaluation_slice, load_traces
-from traintime.io import read_csv
-from traintime.specs import load_specs
-from traintime.workflow import run_script
 
 
 def _points(snakemake, specs, cfg):

@@ -1,11 +1,11 @@
 """FLOPS-scaling baseline over every precision and batch size (rule emulation_flops)."""
 
+from traintime.core.io import write_csv
+from traintime.core.specs import canonical_gpu, load_specs
+from traintime.core.workflow import run_script
 from traintime.emulation.analysis import to_predictions
 from traintime.emulation.baselines import flops_predictions
 from traintime.emulation.traces import evaluation_slice, load_traces
-from traintime.io import write_csv
-from traintime.specs import canonical_gpu, load_specs
-from traintime.workflow import run_script
 
 
 def main(snakemake):

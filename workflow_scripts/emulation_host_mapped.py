@@ -1,9 +1,9 @@
 """Spec-mapped host run (rule emulation_host_mapped): every configured workload at the single
 (p, f) the zero-shot mapping picks for one target GPU; one host-latency CSV."""
 
+from traintime.core.specs import load_specs
+from traintime.core.workflow import run_script
 from traintime.emulation.sweep import host_mapped_job
-from traintime.specs import load_specs
-from traintime.workflow import run_script
 
 
 def main(snakemake):

@@ -2,9 +2,9 @@
 configured ops batch sizes and precisions on the whole, unrestricted host GPU, under
 torch.profiler; one op-profile CSV (schema op_profile) for the Habitat/NeuSight-style baselines."""
 
+from traintime.core.specs import load_specs
+from traintime.core.workflow import run_script
 from traintime.emulation.profile_ops import host_ops_job
-from traintime.specs import load_specs
-from traintime.workflow import run_script
 
 
 def main(snakemake):

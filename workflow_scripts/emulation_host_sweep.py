@@ -1,9 +1,9 @@
 """Host sweep (rule emulation_host_sweep): every configured workload at every (p, f) grid point on
 the configured host GPU; one host-latency CSV written when the whole sweep has finished."""
 
+from traintime.core.specs import load_specs
+from traintime.core.workflow import run_script
 from traintime.emulation.sweep import host_sweep_job
-from traintime.specs import load_specs
-from traintime.workflow import run_script
 
 
 def main(snakemake):

@@ -1,11 +1,11 @@
 """Learned cross-GPU baseline, leave-one-target-GPU-out, every seed (rule emulation_learned)."""
 
+from traintime.core.io import write_csv
+from traintime.core.specs import canonical_gpu, load_specs
+from traintime.core.workflow import run_script
 from traintime.emulation.analysis import to_predictions
 from traintime.emulation.baselines import leave_one_gpu_out
 from traintime.emulation.traces import evaluation_slice, load_traces
-from traintime.io import write_csv
-from traintime.specs import canonical_gpu, load_specs
-from traintime.workflow import run_script
 
 
 def main(snakemake):

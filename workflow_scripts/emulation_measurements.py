@@ -1,8 +1,8 @@
 """Merge host latency rows from the measurement folders (rule emulation_measurements)."""
 
+from traintime.core.io import write_csv, write_json
+from traintime.core.workflow import run_script
 from traintime.emulation.analysis import load_host_rows
-from traintime.io import write_csv, write_json
-from traintime.workflow import run_script
 
 
 def main(snakemake):

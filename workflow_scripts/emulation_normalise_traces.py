@@ -2,10 +2,10 @@
 
 from pathlib import Path
 
+from traintime.core.io import read_csv, write_csv
+from traintime.core.specs import load_specs
+from traintime.core.workflow import run_script
 from traintime.emulation.traces import MANIFEST, normalise_traces
-from traintime.io import read_csv, write_csv
-from traintime.specs import load_specs
-from traintime.workflow import run_script
 
 
 def main(snakemake):

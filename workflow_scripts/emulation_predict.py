@@ -2,12 +2,16 @@
 
 import pandas as pd
 
-from traintime.emulation.analysis import empty_predictions, read_host_table, to_predictions
+from traintime.core.io import write_csv
+from traintime.core.specs import canonical_gpu, load_specs
+from traintime.core.workflow import run_script
+from traintime.emulation.analysis import (
+    empty_predictions,
+    read_host_table,
+    to_predictions,
+)
 from traintime.emulation.mapping import host_predictions, spec_mapping
 from traintime.emulation.traces import evaluation_slice, load_traces
-from traintime.io import write_csv
-from traintime.specs import canonical_gpu, load_specs
-from traintime.workflow import run_script
 
 
 def main(snakemake):

@@ -2,11 +2,11 @@
 
 from pathlib import Path
 
+from traintime.core.io import write_csv
+from traintime.core.specs import load_specs
+from traintime.core.workflow import run_script
 from traintime.data.retrieve import Source
 from traintime.emulation.traces import retrieve_traces
-from traintime.io import write_csv
-from traintime.specs import load_specs
-from traintime.workflow import run_script
 
 
 def main(snakemake):

@@ -1,11 +1,10 @@
 """Tables 1-5 of the zero-shot paper (rules emulation_table1 ... emulation_table5)."""
 
+from traintime.core.io import read_csv, write_csv, write_table
+from traintime.core.workflow import run_script
 from traintime.emulation import analysis as A
 from traintime.emulation import plots
 from traintime.emulation.traces import MANIFEST
-from traintime.io import read_csv, write_csv, write_table
-from traintime.specs import load_specs
-from traintime.workflow import run_script
 
 TITLES = {
     "table1": "Table 1: method comparison (APE %, Spearman rho, Pearson r of log latencies)",

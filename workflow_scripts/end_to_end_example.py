@@ -2,16 +2,16 @@
 
 import logging
 
-from traintime.convergence import ConvergencePredictor
-from traintime.cost import RunConfig, end_to_end_example, end_to_end_markdown
+from traintime.chronos.convergence import ConvergencePredictor
+from traintime.chronos.cost import RunConfig, end_to_end_example, end_to_end_markdown
+from traintime.chronos.estimators import load_iteration_model
+from traintime.core.io import write_csv, write_text
+from traintime.core.specs import load_specs
+from traintime.core.workflow import run_script
 from traintime.data.chronos import load_iteration
 from traintime.data.chronos_convergence import load_convergence
-from traintime.estimators import load_iteration_model
-from traintime.io import write_csv, write_text
-from traintime.specs import load_specs
-from traintime.workflow import run_script
 
-log = logging.getLogger("traintime.cost")
+log = logging.getLogger("traintime.chronos.cost")
 
 
 def main(snakemake):

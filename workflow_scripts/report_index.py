@@ -2,9 +2,9 @@
 
 from pathlib import Path
 
-from traintime.io import write_text
-from traintime.report import report_index_markdown
-from traintime.workflow import run_script
+from traintime.core.io import write_text
+from traintime.core.report import report_index_markdown
+from traintime.core.workflow import run_script
 
 
 def main(snakemake):

@@ -2,8 +2,8 @@
 
 from pathlib import Path
 
+from traintime.core.workflow import run_script
 from traintime.data.retrieve import Source, retrieve
-from traintime.workflow import run_script
 
 
 def main(snakemake):

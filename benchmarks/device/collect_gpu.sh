@@ -33,9 +33,9 @@ from pathlib import Path
 import pandas as pd
 import torch
 
-from traintime.collect import run_convergence_job, run_probe_job
-from traintime.io import write_csv, write_json
-from traintime.timing import BenchmarkJob, resolve_device, run_benchmark, software_versions
+from traintime.measure.collect import run_convergence_job, run_probe_job
+from traintime.core.io import write_csv, write_json
+from traintime.measure.timing import BenchmarkJob, resolve_device, run_benchmark, software_versions
 
 out, smoke = Path(sys.argv[1]), sys.argv[2] == "1"
 t_start = time.perf_counter()

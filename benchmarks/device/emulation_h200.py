@@ -57,15 +57,30 @@ REPO = Path(__file__).resolve().parents[2]
 if str(REPO / "src") not in sys.path:
     sys.path.insert(0, str(REPO / "src"))
 
-from traintime.device import DeviceInfo, check_expected_device, describe_device, load_nvml  # noqa: E402
-from traintime.emulation.backends import (Applied, GreenContextBackend, GreenHandle, NoRestriction,  # noqa: E402
-                                          Setting, round_green_sms, sm_resource_info)
+from traintime.core.errors import TraintimeError  # noqa: E402
+from traintime.core.io import write_csv, write_json  # noqa: E402
+from traintime.emulation.green_ctx import (  # noqa: E402
+    GreenContextBackend,
+    GreenHandle,
+    round_green_sms,
+    sm_resource_info,
+)
 from traintime.emulation.profile_ops import ops_to_frame, profile_workloads  # noqa: E402
+from traintime.emulation.restriction import Applied, NoRestriction, Setting  # noqa: E402
 from traintime.emulation.sweep import rows_to_frame, write_rows  # noqa: E402
-from traintime.emulation.timer import (empty_row, free_device_memory, is_oom, measure_step)  # noqa: E402
+from traintime.emulation.timer import (  # noqa: E402
+    empty_row,
+    free_device_memory,
+    is_oom,
+    measure_step,
+)
 from traintime.emulation.workload import WorkloadSpec, check_model_name, make_workload  # noqa: E402
-from traintime.errors import TraintimeError  # noqa: E402
-from traintime.io import write_csv, write_json  # noqa: E402
+from traintime.measure.device import (  # noqa: E402
+    DeviceInfo,
+    check_expected_device,
+    describe_device,
+    load_nvml,
+)
 
 MODELS = ["resnet18", "resnet50", "vit_tiny_patch16_224", "convnext_tiny", "mobilenetv3_large_100"]
 IMGS = [224, 128, 64]

@@ -15,7 +15,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from traintime.errors import TraintimeError
+from traintime.core.errors import TraintimeError
 
 
 @dataclass(frozen=True)
@@ -113,7 +113,7 @@ def _fmt_mape(v: float, protocol: str) -> str:
 @command("predict", "predict epoch time, epochs to converge, hours and cost of a training run")
 @arguments(_predict_args)
 def _predict(args: argparse.Namespace) -> int:
-    from traintime.io import write_csv
+    from traintime.core.io import write_csv
     from traintime.predict import TrainingTimePredictor
 
     p = TrainingTimePredictor(model=args.model, dataset=args.dataset, optimizer=args.optimizer,
@@ -172,7 +172,7 @@ def _gpus_args(p: argparse.ArgumentParser) -> None:
 @command("gpus", "list the GPUs of the spec table (names, peak FLOP/s, bandwidth, price)")
 @arguments(_gpus_args)
 def _gpus(args: argparse.Namespace) -> int:
-    from traintime.specs import load_specs
+    from traintime.core.specs import load_specs
 
     specs = load_specs(args.specs)
     cols = ["gpu", "architecture", "sms", "memory_gb", "memory_bandwidth_gbps", "fp32_gflops", "fp16_gflops",
@@ -200,7 +200,7 @@ def pd_isna(v: Any) -> bool:
 
 @command("schemas", "print the documentation of every canonical table (docs/data.md)")
 def _schemas(args: argparse.Namespace) -> int:
-    from traintime.docs import render_data_docs
+    from traintime.core.docs import render_data_docs
 
     sys.stdout.write(render_data_docs())
     return 0
@@ -214,10 +214,9 @@ def _validate_args(p: argparse.ArgumentParser) -> None:
 @command("validate", "check CSV files against a canonical table's schema (one line per file)")
 @arguments(_validate_args)
 def _validate(args: argparse.Namespace) -> int:
-    from traintime.docs import schema_by_name
-    from traintime.io import read_csv
-
-    from traintime.specs import canonical_gpu, load_specs
+    from traintime.core.docs import schema_by_name
+    from traintime.core.io import read_csv
+    from traintime.core.specs import canonical_gpu, load_specs
 
     schema = schema_by_name(args.table)
     specs = load_specs()
@@ -244,7 +243,7 @@ def _check_config_args(p: argparse.ArgumentParser) -> None:
 def _check_config(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from traintime.config import merge_config_files, validate_config
+    from traintime.core.config import merge_config_files, validate_config
 
     root = Path(args.repo)
     config = merge_config_files([root / "config.yaml", *map(Path, args.configfiles)])

@@ -14,8 +14,8 @@ Usage, in the spirit of the paper's example::
 What it uses (nothing is downloaded):
 
 * the step-time model the workflow saved (``results/models/iteration/iteration_model.joblib``,
-  :class:`traintime.estimators.IterationTimePredictor`) on canonical ``iteration`` rows built from
-  the analytic features of the configuration (:mod:`traintime.analytic`, meta device) and the GPU
+  :class:`traintime.chronos.estimators.IterationTimePredictor`) on canonical ``iteration`` rows built from
+  the analytic features of the configuration (:mod:`traintime.measure.analytic`, meta device) and the GPU
   name (its specifications are joined from the spec table);
 * the convergence model (``results/models/convergence/<method>.joblib``) on a canonical
   ``convergence`` row whose probe features come from one forward + backward pass of the freshly
@@ -42,7 +42,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traintime.errors import DataUnavailableError, SchemaError, TraintimeError, UnknownNameError
+from traintime.core.errors import (
+    DataUnavailableError,
+    SchemaError,
+    TraintimeError,
+    UnknownNameError,
+)
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +102,7 @@ class TrainingTimePredictor:
 
     Parameters
     ----------
-    model, dataset, optimizer : names (``traintime.workloads``; optimizer sgd/adam/adamw/...).
+    model, dataset, optimizer : names (``traintime.measure.models``; optimizer sgd/adam/adamw/...).
     batch_size, learning_rate, precision : the run (precision 16 = mixed precision, or 32).
     gpu : GPU of :meth:`estimate` (canonical name or alias of the spec table).
     models_dir, data_dir : where the workflow saved its models and canonical tables.
@@ -116,9 +121,10 @@ class TrainingTimePredictor:
                  data_root: str | Path = "data", download: bool = False, coverage: float = 0.8,
                  seed: int = 42, specs: pd.DataFrame | None = None,
                  model_kwargs: dict[str, Any] | None = None) -> None:
-        from traintime.specs import canonical_gpu, load_specs
-        from traintime.timing import optimizer_label
-        from traintime.workloads import dataset_info, model_img_px, resolve_model
+        from traintime.core.specs import canonical_gpu, load_specs
+        from traintime.measure.datasets import dataset_info
+        from traintime.measure.timing import optimizer_label
+        from traintime.measure.models import model_img_px, resolve_model
 
         self.specs = load_specs() if specs is None else specs
         self.resolved = resolve_model(model)
@@ -173,14 +179,14 @@ class TrainingTimePredictor:
     # ----- models -----------------------------------------------------------------------------
     def _iteration_model(self) -> Any:
         if self._iter_model is None:
-            from traintime.estimators import load_iteration_model
+            from traintime.chronos.estimators import load_iteration_model
 
             self._iter_model = load_iteration_model(self.iteration_model_path)
         return self._iter_model
 
     def _convergence_model(self) -> Any:
         if self._conv_model is None:
-            from traintime.convergence import ConvergencePredictor
+            from traintime.chronos.convergence import ConvergencePredictor
 
             path = self.convergence_model_path
             if path is None:
@@ -196,7 +202,7 @@ class TrainingTimePredictor:
     # ----- iteration rows ---------------------------------------------------------------------
     def _features(self) -> dict[str, Any]:
         if self._feats is None:
-            from traintime.analytic import analytic_features
+            from traintime.measure.analytic import analytic_features
 
             self._feats = analytic_features(self.model_name, self.info.name, self.batch_size, self.optimizer,
                                             self.precision, img_px=self.img_px, model_kwargs=self.model_kwargs)
@@ -204,8 +210,8 @@ class TrainingTimePredictor:
 
     def iteration_rows(self, gpus: list[str]) -> pd.DataFrame:
         """Canonical ``iteration`` rows of this configuration on ``gpus`` (no measured columns)."""
-        from traintime.analytic import iteration_columns
         from traintime.data.chronos import config_keys
+        from traintime.measure.analytic import iteration_columns
 
         f = self._features()
         base = {"source": "predict", "family": self.family, "status": "ok", "model": self.chronos_model,
@@ -254,7 +260,7 @@ class TrainingTimePredictor:
 
     # ----- convergence row ---------------------------------------------------------------------
     def _probe_data(self) -> Any:
-        from traintime.workloads import dataset_info, load_dataset
+        from traintime.measure.datasets import dataset_info, load_dataset
 
         if self.probe_dataset:
             stand_in = dataset_info(self.probe_dataset)
@@ -282,9 +288,9 @@ class TrainingTimePredictor:
         if self._probe is None:
             import torch
 
-            from traintime.probe import probe, probe_batch
-            from traintime.timing import resolve_device
-            from traintime.workloads import create_model
+            from traintime.measure.probe import probe, probe_batch
+            from traintime.measure.timing import resolve_device
+            from traintime.measure.models import create_model
 
             dev = resolve_device(self.device)
             ds = self._probe_data()
@@ -297,7 +303,7 @@ class TrainingTimePredictor:
 
     def convergence_row(self) -> pd.DataFrame:
         """The canonical ``convergence`` row of this configuration (probe features from this machine)."""
-        from traintime.workloads import model_arch
+        from traintime.measure.models import model_arch
 
         pr = self.run_probe()
         stop = dict(FAMILY_STOPPING[self.family])
@@ -332,7 +338,7 @@ class TrainingTimePredictor:
 
     def predict_epoch_time(self, gpu: str | None = None) -> float:
         """Predicted seconds per epoch (N / B x step time) on ``gpu`` (default: the configured GPU)."""
-        from traintime.specs import canonical_gpu
+        from traintime.core.specs import canonical_gpu
 
         g = canonical_gpu(gpu, self.specs) if gpu else self.gpu
         step = float(self.predict_step_ms([g]).iloc[0])
@@ -343,7 +349,7 @@ class TrainingTimePredictor:
         path = self.data_dir / "iteration.csv"
         if not path.exists():
             return set(), set()
-        from traintime.io import read_csv
+        from traintime.core.io import read_csv
 
         t = read_csv(path, usecols=["family", "model", "gpu"])
         t = t[t["family"] == self.family]
@@ -353,8 +359,8 @@ class TrainingTimePredictor:
         path = self.data_dir / "iteration_predictions" / f"{protocol}.csv"
         if not path.exists():
             return np.array([]), float("nan")
-        from traintime.io import read_csv
-        from traintime.metrics import mape
+        from traintime.core.io import read_csv
+        from traintime.core.metrics import mape
 
         meta = self._iteration_model().metadata
         p = read_csv(path)
@@ -371,8 +377,8 @@ class TrainingTimePredictor:
         path = self.data_dir / "convergence_predictions" / f"{method}.csv"
         if not path.exists():
             return np.array([]), float("nan")
-        from traintime.io import read_csv
-        from traintime.metrics import mape
+        from traintime.core.io import read_csv
+        from traintime.core.metrics import mape
 
         p = read_csv(path)
         p = p[(p["protocol"] == protocol) & (p["family"] == self.family)]
@@ -433,7 +439,7 @@ class TrainingTimePredictor:
 
     def estimate(self, gpu: str | None = None) -> Estimate:
         """The end-to-end estimate on ``gpu`` (default: the configured one)."""
-        from traintime.specs import canonical_gpu
+        from traintime.core.specs import canonical_gpu
 
         g = canonical_gpu(gpu, self.specs) if gpu else self.gpu
         row = self.ranking([g]).iloc[0].to_dict()

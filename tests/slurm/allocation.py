@@ -9,8 +9,8 @@ import socket
 import sys
 
 import traintime
-from traintime.io import write_json
-from traintime.workflow import run_script
+from traintime.core.io import write_json
+from traintime.core.workflow import run_script
 
 KEYS = ("SLURM_JOB_ID", "SLURM_JOB_PARTITION", "SLURM_JOB_GPUS", "SLURM_GPUS_ON_NODE",
         "SLURM_CPUS_PER_GPU", "SLURM_MEM_PER_NODE", "CUDA_VISIBLE_DEVICES")

@@ -1,7 +1,7 @@
 """Rule slurm_fetch of tests/slurm/Snakefile: the project's retrieval code, mirror only."""
 
+from traintime.core.workflow import run_script
 from traintime.data.retrieve import Source, resolve_mirror, retrieve
-from traintime.workflow import run_script
 
 
 def main(snakemake):

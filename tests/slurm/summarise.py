@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pandas as pd
 
-from traintime.io import read_csv, write_csv
-from traintime.workflow import run_script
+from traintime.core.io import read_csv, write_csv
+from traintime.core.workflow import run_script
 
 
 def main(snakemake):

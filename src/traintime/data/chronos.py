@@ -4,12 +4,12 @@ The CHRONOS release ships one CSV per model family (``epoch_time_prediction/data
 Transformer}.csv``, 3840 + 5760 + 1080 rows) with different column names and spreadsheet
 artefacts (``TRUE``/``FALSE`` booleans, FLOP counts rounded to ``1.06E+11``). This module maps the
 three files onto one table, :data:`ITERATION`, with lower_snake_case names carrying their units,
-real booleans and numbers, canonical GPU names (:func:`traintime.specs.canonical_gpu`), a row id,
+real booleans and numbers, canonical GPU names (:func:`traintime.core.specs.canonical_gpu`), a row id,
 and a configuration key that groups the learning-rate replicates of one configuration.
 
 Column order of the release matters: the released XGBoost scripts sample columns
 (``colsample_bytree=0.9``) in the order the CSV lists them, so the paper-faithful feature set
-(:mod:`traintime.features`) needs each family's columns in raw order. That order is a property of
+(:mod:`traintime.chronos.features`) needs each family's columns in raw order. That order is a property of
 the pinned release, so it is recorded here in code (:data:`RAW_COLUMNS`, an ordered raw ->
 canonical mapping per family; :func:`family_columns` gives the canonical names in raw order) and
 :func:`normalise_iteration` checks that every file has exactly these columns. The sorted table keeps
@@ -26,10 +26,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from traintime.errors import SchemaError, UnknownNameError
-from traintime.io import read_csv, write_csv
-from traintime.schema import Column, TableSchema
-from traintime.specs import alias_map, load_specs, _norm
+from traintime.core.errors import SchemaError, UnknownNameError
+from traintime.core.io import read_csv, write_csv
+from traintime.core.schema import Column, TableSchema
+from traintime.core.specs import _norm, alias_map, load_specs
 
 log = logging.getLogger(__name__)
 
@@ -132,7 +132,7 @@ def family_columns(family: str) -> list[str]:
     try:
         return [canon for _raw, canon in RAW_COLUMNS[family]]
     except KeyError:
-        from traintime.errors import unknown_name
+        from traintime.core.errors import unknown_name
 
         raise unknown_name("model family", family, FAMILIES) from None
 
@@ -259,7 +259,7 @@ ITERATION = TableSchema(
         _c("examples_per_sec", "float", "batch_size / step time, samples per second (Transformer)", min=0,
            target_derived=True),
         # GPU and host
-        _req("gpu", "str", "canonical GPU name (`traintime.specs.canonical_gpu`; e.g. `T4`, `A100-PCIe-80GB`)"),
+        _req("gpu", "str", "canonical GPU name (`traintime.core.specs.canonical_gpu`; e.g. `T4`, `A100-PCIe-80GB`)"),
         _c("gpu_reported", "str", "GPU name as reported in the source (`nvidia-smi` name)"),
         _c("provider", "str", "cloud provider of the host (`GCP`, `RunPod`); confounded with the GPU"),
         _c("base_clock_mhz", "float", "base core clock, MHz (as shipped)", min=0),
@@ -365,7 +365,7 @@ def _read_family(path: str | os.PathLike[str], family: str, specs: pd.DataFrame)
     for i, name in enumerate(df["gpu_reported"]):
         key = _norm(str(name))
         if key not in amap:
-            from traintime.errors import unknown_name
+            from traintime.core.errors import unknown_name
 
             names = [*specs["gpu"], *(a for al in specs["aliases"].dropna() for a in str(al).split(";"))]
             err = unknown_name("GPU", str(name), names)
@@ -390,14 +390,14 @@ def normalise_iteration(raw_csv_paths_by_family: Mapping[str, str | os.PathLike[
     """Canonical ``iteration`` table from the released CSVs, e.g. ``{"CNN": ".../CNN.csv", ...}``.
 
     Returns a validated DataFrame (columns in :data:`ITERATION` order, sorted by family and raw row).
-    Raises :class:`~traintime.errors.SchemaError` naming file, column and row for a malformed file
-    and :class:`~traintime.errors.UnknownNameError` for a GPU missing from the spec table.
+    Raises :class:`~traintime.core.errors.SchemaError` naming file, column and row for a malformed file
+    and :class:`~traintime.core.errors.UnknownNameError` for a GPU missing from the spec table.
     """
     specs = load_specs() if specs is None else specs
     parts = []
     for family, path in sorted(raw_csv_paths_by_family.items()):
         if family not in RAW_COLUMNS:
-            from traintime.errors import unknown_name
+            from traintime.core.errors import unknown_name
 
             raise unknown_name("model family", family, FAMILIES)
         parts.append(_read_family(path, family, specs))

@@ -10,10 +10,10 @@ What is dropped, and why:
 
 * ``param_count_log10``, ``learning_rate_log10``, ``batch_size_log10``: exactly ``log10`` of
   ``param_count``, ``learning_rate`` and ``batch_size`` (checked to 1e-6 on load); they are
-  recomputed where a feature set needs them (:mod:`traintime.convergence`).
+  recomputed where a feature set needs them (:mod:`traintime.chronos.convergence`).
 * ``architecture``: the family name (``CNN``/``MLP``/``Transformer``), kept as ``family``.
 
-What is checked (a :class:`~traintime.errors.SchemaError` naming the file, column and row if not):
+What is checked (a :class:`~traintime.core.errors.SchemaError` naming the file, column and row if not):
 ``T_80close == ceil(0.8 T_conv)``, ``T_90close == ceil(0.9 T_conv)``, and
 ``ntk_trace_proxy_log10 == 2 gradient_norm_log10`` to 1e-6 (the "NTK trace" column of the
 release is ``log10(||g||^2 + 1e-8)`` of the one-batch loss gradient ``g``, not a kernel trace).
@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from traintime.errors import SchemaError, unknown_name
-from traintime.io import read_csv, write_csv
-from traintime.schema import Column, TableSchema
+from traintime.core.errors import SchemaError, unknown_name
+from traintime.core.io import read_csv, write_csv
+from traintime.core.schema import Column, TableSchema
 
 #: Model families, one raw CSV each, in the release's order.
 FAMILIES: tuple[str, ...] = ("CNN", "MLP", "Transformer")

@@ -22,8 +22,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from traintime.errors import ChecksumError, ConfigError, DataUnavailableError
-from traintime.io import atomic_path
+from traintime.core.errors import ChecksumError, ConfigError, DataUnavailableError
+from traintime.core.io import atomic_path
 
 log = logging.getLogger(__name__)
 

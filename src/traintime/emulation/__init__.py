@@ -9,7 +9,14 @@ latency is the prediction for the target. Modules:
 - :mod:`~traintime.emulation.mapping`: spec-based (p, f) mapping and oracle search over a sweep.
 - :mod:`~traintime.emulation.baselines`: FLOPS scaling, Habitat- and NeuSight-style analytic
   models, and a learned cross-GPU baseline.
-- :mod:`~traintime.emulation.analysis`: the paper's metrics and tables.
+- :mod:`~traintime.emulation.analysis`: host rows, prediction frames and the paper's metrics;
+  :mod:`~traintime.emulation.tables`: Tables 1-5; :mod:`~traintime.emulation.plots`: Figures 2-7;
+  :mod:`~traintime.emulation.claims`: the claims table.
 
-Host measurement (backends, workload, timer, sweep) lives in the modules written for the GPU side.
+Host measurement (GPU side): restriction backends (:mod:`~traintime.emulation.restriction` is the
+interface; :mod:`~traintime.emulation.mps`, :mod:`~traintime.emulation.nvml_clock`,
+:mod:`~traintime.emulation.green_ctx`; :mod:`~traintime.emulation.backends` combines them), the
+paper's workload (:mod:`~traintime.emulation.workload`), its CUDA-graph timer
+(:mod:`~traintime.emulation.timer`), sweeps (:mod:`~traintime.emulation.sweep`) and per-op profiles
+(:mod:`~traintime.emulation.profile_ops`, :mod:`~traintime.emulation.op_trace`).
 """

@@ -26,10 +26,10 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, RegressorMixin
 
-from traintime.errors import SchemaError
+from traintime.core.errors import SchemaError
+from traintime.core.schema import Column, TableSchema
+from traintime.core.specs import gpu_row, load_specs
 from traintime.emulation.schema import FAMILIES, PRECISIONS, WORKLOAD_KEY
-from traintime.schema import Column, TableSchema
-from traintime.specs import gpu_row, load_specs
 
 OP_PROFILE = TableSchema(
     name="op_profile",

@@ -28,9 +28,9 @@ from importlib import resources
 import numpy as np
 import pandas as pd
 
-from traintime import metrics as M
-from traintime.io import read_csv, to_markdown
-from traintime.schema import Column, TableSchema
+from traintime.core import metrics as M
+from traintime.core.io import read_csv, to_markdown
+from traintime.core.schema import Column, TableSchema
 
 KINDS = ("value", "max", "count", "set", "none")
 NEEDS = ("host", "host2", "ops", "host+ops", "traces")

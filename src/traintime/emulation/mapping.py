@@ -26,9 +26,10 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from traintime.errors import ConfigError, SchemaError
+from traintime.core.errors import ConfigError, SchemaError
+from traintime.core.specs import canonical_gpu, gpu_row, load_specs
 from traintime.emulation.schema import WORKLOAD_KEY
-from traintime.specs import canonical_gpu, gpu_row, load_specs
+
 
 def mps_percent(target_sms: int, host_sms: int) -> int:
     """MPS active-thread percentage for ``target_sms`` on a host with ``host_sms``: nearest integer
@@ -40,8 +41,8 @@ def mps_percent(target_sms: int, host_sms: int) -> int:
 
 def green_ctx_sms(target_sms: int, host_sms: int, compute_capability: float) -> int:
     """SM count of a green context emulating ``target_sms`` on a host with ``host_sms``: the
-    partition rounding of the backend that will run it (:func:`~traintime.emulation.backends.round_green_sms`)."""
-    from traintime.emulation.backends import round_green_sms
+    partition rounding of the backend that will run it (:func:`~traintime.emulation.green_ctx.round_green_sms`)."""
+    from traintime.emulation.green_ctx import round_green_sms
 
     return round_green_sms(target_sms, host_sms, f"{compute_capability}")
 

@@ -16,8 +16,8 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from traintime.io import atomic_path  # noqa: E402
-from traintime.emulation.analysis import method_label  # noqa: E402
+from traintime.core.io import atomic_path  # noqa: E402
+from traintime.emulation.tables import method_label  # noqa: E402
 
 DPI = 150
 

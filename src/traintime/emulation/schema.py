@@ -15,7 +15,7 @@ a plain merge on those columns.
 
 from __future__ import annotations
 
-from traintime.schema import Column, TableSchema
+from traintime.core.schema import Column, TableSchema
 
 #: Numeric precisions of the workload (autocast dtype; fp32 = no autocast).
 PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "bf16")
@@ -38,7 +38,7 @@ HOST_LATENCY = TableSchema(
     key=("host_gpu", "model", "img_px", "batch_size", "precision", "backend",
          "requested_sm_pct", "requested_clock_mhz"),
     columns=(
-        Column("host_gpu", "str", "canonical host GPU name (traintime.specs.canonical_gpu)"),
+        Column("host_gpu", "str", "canonical host GPU name (traintime.core.specs.canonical_gpu)"),
         Column("model", "str", "timm model name"),
         Column("img_px", "int", "input height = width, pixels", min=1),
         Column("batch_size", "int", "samples per step", min=1),

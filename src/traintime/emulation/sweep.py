@@ -26,12 +26,12 @@ from typing import Any
 
 import pandas as pd
 
-from traintime.emulation.backends import Applied, Backend, Setting
+from traintime.core.errors import ConfigError, DeviceStateError
+from traintime.core.io import write_csv
+from traintime.emulation.restriction import Applied, Backend, Setting
 from traintime.emulation.schema import HOST_LATENCY
 from traintime.emulation.timer import REPLAYS, measure_workload
 from traintime.emulation.workload import WorkloadSpec, check_model_name
-from traintime.errors import ConfigError, DeviceStateError
-from traintime.io import write_csv
 
 log = logging.getLogger(__name__)
 
@@ -106,7 +106,7 @@ def run_child(workloads: Sequence[WorkloadSpec], applied: Applied, host_gpu: str
 
 
 def _child_main(job_path: str, out_path: str) -> None:
-    from traintime.device import load_nvml, nvml_handle
+    from traintime.measure.device import load_nvml, nvml_handle
 
     job = json.loads(Path(job_path).read_text())
     a = job["applied"]
@@ -138,7 +138,7 @@ def run_points(workloads: Sequence[WorkloadSpec], settings: Sequence[Setting], b
 
     The backend's session spans the whole grid (one MPS daemon); each setting is applied once and
     restored before the next. Settings whose application fails with a
-    :class:`~traintime.errors.DeviceStateError` stop the sweep (nothing is written).
+    :class:`~traintime.core.errors.DeviceStateError` stop the sweep (nothing is written).
     """
     rows: list[dict[str, Any]] = []
     runner = child_runner or (lambda ws, ap, host, rep: run_child(ws, ap, host, rep, synthetic=synthetic))
@@ -201,7 +201,7 @@ def spec_mapper(specs: pd.DataFrame | None = None, sm_backend: str = "mps",
     none; ``supported_clocks``: the host's supported graphics clocks (MHz) -- f is then the
     supported clock nearest the target's boost clock, else the boost clock itself;
     ``restrict_clock=False`` leaves the clock alone. Targets with more SMs than the host cannot be
-    emulated by restriction and raise :class:`~traintime.errors.ConfigError`.
+    emulated by restriction and raise :class:`~traintime.core.errors.ConfigError`.
     """
     from traintime.emulation.mapping import spec_mapping
 
@@ -224,8 +224,8 @@ def spec_mapper(specs: pd.DataFrame | None = None, sm_backend: str = "mps",
 def emulable_targets(host_gpu: str, candidates: Iterable[str], specs: pd.DataFrame | None = None) -> list[str]:
     """Canonical names of the ``candidates`` a restricted ``host_gpu`` can emulate: every GPU other
     than the host with no more SMs than it (sorted, unique). Unknown names raise
-    :class:`~traintime.errors.UnknownNameError`."""
-    from traintime.specs import canonical_gpu, gpu_row, load_specs
+    :class:`~traintime.core.errors.UnknownNameError`."""
+    from traintime.core.specs import canonical_gpu, gpu_row, load_specs
 
     specs = load_specs() if specs is None else specs
     host = gpu_row(host_gpu, specs)
@@ -255,8 +255,8 @@ def run_mapped(target: str, workloads: Sequence[WorkloadSpec], backend: Backend,
 
 def _job_setup(cfg: dict[str, Any], specs: pd.DataFrame | None) -> tuple[str, list[WorkloadSpec], Backend, Any]:
     """Resolve the host, refuse a wrong device, build workloads and the backend of a config job."""
-    from traintime.device import check_expected_device, describe_device
     from traintime.emulation.backends import make_backend
+    from traintime.measure.device import check_expected_device, describe_device
 
     workloads = workload_grid(cfg["models"], cfg["img_sizes"], cfg["batch_sizes"], cfg["precisions"])
     # the parent of MPS clients must not create a CUDA context: identify the device through NVML
@@ -281,7 +281,8 @@ def host_sweep_job(cfg: dict[str, Any], out_path: str | os.PathLike[str], specs:
 def host_mapped_job(cfg: dict[str, Any], target: str, out_path: str | os.PathLike[str],
                     specs: pd.DataFrame | None = None) -> pd.DataFrame:
     """Config-driven run of every workload at the spec-mapped (p, f) of ``target``."""
-    from traintime.emulation.backends import CombinedBackend, NvmlClockBackend
+    from traintime.emulation.backends import CombinedBackend
+    from traintime.emulation.nvml_clock import NvmlClockBackend
 
     host, workloads, backend, _info = _job_setup(cfg, specs)
     clocks = None

@@ -30,7 +30,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from traintime.emulation.backends import Applied
+from traintime.emulation.restriction import Applied
 from traintime.emulation.schema import HOST_LATENCY
 from traintime.emulation.workload import TrainStep, WorkloadSpec, make_workload
 
@@ -333,9 +333,9 @@ def measure_workload(spec: WorkloadSpec, *, host_gpu: str, device: Any = None, a
     """Build ``spec``'s workload on ``device``, time it, free it; one host-latency row.
 
     Model creation or the first allocation running out of memory also gives an oom row. Unknown
-    model names raise :class:`~traintime.errors.UnknownNameError` (a user error, not a row).
+    model names raise :class:`~traintime.core.errors.UnknownNameError` (a user error, not a row).
     """
-    from traintime.errors import TraintimeError
+    from traintime.core.errors import TraintimeError
 
     dev = _device_of(device)
     factory = workload_factory or (lambda s, d: make_workload(s, d))

@@ -19,7 +19,7 @@ family is built on:
   mixer is RepMixer, a depth-wise convolution; the attention variants sa/ma are not in the traces).
 
 On the 60 traced models this gives 32 CNNs, 18 Transformers, 8 Hybrids and 2 MLPs, the counts of
-the paper's Table 5. A model matching no rule raises :class:`~traintime.errors.UnknownNameError`.
+the paper's Table 5. A model matching no rule raises :class:`~traintime.core.errors.UnknownNameError`.
 
 Cleanup policy: rows flagged in ``cleanup`` are kept in the normalised table (with the flag) and
 excluded from metrics by :func:`evaluation_slice` unless ``include_cleanup`` is set
@@ -36,12 +36,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from traintime.core.errors import DataUnavailableError, SchemaError, UnknownNameError
+from traintime.core.io import read_csv
+from traintime.core.schema import Column, TableSchema
+from traintime.core.specs import canonical_gpu, load_specs
 from traintime.data.retrieve import Source, retrieve
-from traintime.errors import DataUnavailableError, SchemaError, UnknownNameError
-from traintime.io import read_csv
 from traintime.emulation.schema import TARGET_TRACE
-from traintime.schema import Column, TableSchema
-from traintime.specs import canonical_gpu, load_specs
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +96,7 @@ def retrieve_traces(source: Source, dest_dir: str | os.PathLike[str], mirror: Pa
     """Retrieve every pinned file of ``source`` into ``dest_dir``; return the manifest.
 
     A file that can be had neither from the mirror nor the URL is logged and recorded as absent;
-    a :class:`~traintime.errors.ChecksumError` propagates (a corrupt copy is never skipped).
+    a :class:`~traintime.core.errors.ChecksumError` propagates (a corrupt copy is never skipped).
     ``dest_dir`` receives ``<path relative to the source's folder>`` (``gpu_traces/X.csv`` ->
     ``dest_dir/X.csv``).
     """

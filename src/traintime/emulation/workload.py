@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from traintime.core.errors import ConfigError, unknown_name
 from traintime.emulation.schema import PRECISIONS
-from traintime.errors import ConfigError, unknown_name
 
 NUM_CLASSES = 16
 LR = 0.01
@@ -57,7 +57,7 @@ def _timm_names() -> tuple[str, ...]:
 
 
 def check_model_name(name: str) -> None:
-    """Raise :class:`~traintime.errors.UnknownNameError` (with close matches) for an unknown timm name."""
+    """Raise :class:`~traintime.core.errors.UnknownNameError` (with close matches) for an unknown timm name."""
     import timm
 
     if not timm.is_model(name):

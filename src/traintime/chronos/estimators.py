@@ -1,7 +1,7 @@
 """Step-time regressors (scikit-learn fit/predict), created by name, and the saved model object.
 
 Registry (:data:`ESTIMATORS`, :func:`make_estimator`; an unknown name raises
-:class:`~traintime.errors.UnknownNameError` with close matches):
+:class:`~traintime.core.errors.UnknownNameError` with close matches):
 
 ``xgboost``
     ``XGBRegressor`` with the released CHRONOS hyperparameters per family: learning rate 0.05,
@@ -21,7 +21,7 @@ Registry (:data:`ESTIMATORS`, :func:`make_estimator`; an unknown name raises
     first non-empty of the coarser keys in :data:`REPLICATE_KEYS` (other optimizer/width; other GPUs;
     other models; other datasets; same batch and GPU), else the median of all training rows.
 
-:class:`IterationTimeModel` chains a feature builder (:mod:`traintime.features`) and an estimator for
+:class:`IterationTimeModel` chains a feature builder (:mod:`traintime.chronos.features`) and an estimator for
 one family; :class:`IterationTimePredictor` holds one per family plus metadata and is what the
 workflow saves (joblib) for the predict CLI and the end-to-end example.
 """
@@ -39,9 +39,9 @@ import pandas as pd
 from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.compose import TransformedTargetRegressor
 
+from traintime.chronos.features import CleanFeatures, FeatureBuilder
+from traintime.core.errors import SchemaError, TraintimeError, unknown_name
 from traintime.data.chronos import FAMILIES, ITERATION_TARGET
-from traintime.errors import SchemaError, TraintimeError, unknown_name
-from traintime.features import CleanFeatures, FeatureBuilder
 
 #: released XGBoost settings that differ per family
 XGB_FAMILY_PARAMS: dict[str, dict[str, float | int]] = {
@@ -272,7 +272,7 @@ class IterationTimePredictor:
     def save(self, path: str | os.PathLike[str]) -> None:
         import joblib
 
-        from traintime.io import atomic_path
+        from traintime.core.io import atomic_path
 
         with atomic_path(path) as tmp:
             joblib.dump(self, tmp, compress=3)

@@ -15,7 +15,7 @@ from typing import Any
 import jsonschema
 import yaml
 
-from traintime.errors import ConfigError
+from traintime.core.errors import ConfigError
 
 
 def _path(error: jsonschema.ValidationError) -> str:

@@ -16,7 +16,7 @@ on CUDA (as CHRONOS), and bfloat16 autocast on the CPU (no float16 GEMMs there).
 
 Failures are results, not crashes: an out-of-memory error (``torch.OutOfMemoryError`` or a
 RuntimeError saying "out of memory") gives a row with ``status='oom'``; a non-finite loss raises
-:class:`~traintime.errors.TrainingError` inside :func:`benchmark_step` and becomes a row with
+:class:`~traintime.core.errors.TrainingError` inside :func:`benchmark_step` and becomes a row with
 ``status='error'`` and the message in :func:`run_benchmark`.
 """
 
@@ -35,9 +35,15 @@ import numpy as np
 import torch
 from torch import nn
 
-from traintime import workloads
-from traintime.analytic import analytic_features, iteration_columns
-from traintime.errors import DeviceStateError, TrainingError, UnknownNameError, unknown_name
+from traintime.core.errors import (
+    DeviceStateError,
+    TrainingError,
+    UnknownNameError,
+    unknown_name,
+)
+from traintime.measure import datasets
+from traintime.measure import models
+from traintime.measure.analytic import analytic_features, iteration_columns
 
 log = logging.getLogger(__name__)
 
@@ -297,9 +303,9 @@ def device_columns(device: torch.device, expected_gpu: str | None = None,
     """Device actually used: ``gpu`` (canonical spec-table name, ``cpu`` on the CPU, the reported
     name when a GPU is not in the table), ``gpu_reported``, ``device``, spec columns (empty when
     not in the table) and ``cpu_name``. With ``expected_gpu``, refuses (DeviceStateError) to run
-    on another GPU (:func:`traintime.device.check_expected_device`)."""
-    from traintime.device import check_expected_device, describe_device
-    from traintime.specs import canonical_gpu, load_specs
+    on another GPU (:func:`traintime.measure.device.check_expected_device`)."""
+    from traintime.core.specs import canonical_gpu, load_specs
+    from traintime.measure.device import check_expected_device, describe_device
 
     specs = load_specs() if specs is None else specs
     out: dict[str, Any] = {c: None for c in SPEC_COLUMNS}
@@ -345,9 +351,9 @@ def run_benchmark(job: BenchmarkJob, device: torch.device | str = "auto", data_r
     ``error`` with ``error_message``. Unknown names and unavailable data raise (user errors).
     """
     dev = resolve_device(device) if isinstance(device, str) else device
-    resolved = workloads.resolve_model(job.model)
-    info = workloads.dataset_info(job.dataset, img_px=job.img_px, size=synthetic_size)
-    px = job.img_px or workloads.model_img_px(job.model, info.img_px)
+    resolved = models.resolve_model(job.model)
+    info = datasets.dataset_info(job.dataset, img_px=job.img_px, size=synthetic_size)
+    px = job.img_px or models.model_img_px(job.model, info.img_px)
     opt_label = optimizer_label(job.optimizer)
     kwargs = dict(job.model_kwargs)
     t_start = time.perf_counter()
@@ -384,12 +390,12 @@ def run_benchmark(job: BenchmarkJob, device: torch.device | str = "auto", data_r
                             "final_loss"))
     error = None
     torch.manual_seed(seed)
-    ds = workloads.load_dataset(job.dataset, root=data_root, img_px=px if info.offline or job.img_px else None,
+    ds = datasets.load_dataset(job.dataset, root=data_root, img_px=px if info.offline or job.img_px else None,
                       download=download, size=synthetic_size, seed=seed)
     loader = _loader(ds, job.batch_size, num_workers, dev, seed)
     model = opt = None
     try:
-        model = workloads.create_model(job.model, info.num_classes, px, **kwargs).to(dev)
+        model = models.create_model(job.model, info.num_classes, px, **kwargs).to(dev)
         opt = build_optimizer(job.optimizer, model.parameters(), job.learning_rate, weight_decay)
         t0 = time.perf_counter()
         res = benchmark_step(model, loader, opt, dev, job.precision_bits, warmup, measured)

@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traintime.errors import ConfigError, SchemaError
+from traintime.core.errors import ConfigError, SchemaError
 
 #: Columns that identify a configuration on a GPU regardless of the learning rate (which does not
 #: change the step time).
@@ -207,8 +207,8 @@ def end_to_end_example(config: RunConfig, iteration: pd.DataFrame, iteration_pre
 
     Returns the table (:data:`END_TO_END_COLUMNS`) and a dict describing the inputs.
     """
-    from traintime.convergence import TARGET, make_estimator
-    from traintime.specs import canonical_gpu
+    from traintime.chronos.convergence import TARGET, make_estimator
+    from traintime.core.specs import canonical_gpu
 
     if "status" in iteration:
         iteration = iteration[iteration["status"] == "ok"]
@@ -278,7 +278,7 @@ _MD_COLUMNS: tuple[tuple[str, str], ...] = (
 
 def end_to_end_markdown(table: pd.DataFrame, title: str, note: str) -> str:
     """Markdown view of :func:`end_to_end_table`: the main columns, a mean row, and ``note``."""
-    from traintime.io import to_markdown
+    from traintime.core.io import to_markdown
 
     view = table[[c for c, _ in _MD_COLUMNS]].copy()
     view["cost_rank_predicted"] = view["cost_rank_predicted"].astype(object)

@@ -1,6 +1,6 @@
 """Documentation generated from the code's single sources of truth.
 
-``docs/data.md`` is rendered from the :class:`~traintime.schema.TableSchema` objects that the
+``docs/data.md`` is rendered from the :class:`~traintime.core.schema.TableSchema` objects that the
 pipeline validates its tables with, so the documentation cannot drift from the checks
 (``tests/test_docs.py`` fails when the committed file is stale; regenerate it with
 ``traintime schemas > docs/data.md``).
@@ -10,20 +10,20 @@ from __future__ import annotations
 
 from importlib import import_module
 
-from traintime.schema import TableSchema
+from traintime.core.schema import TableSchema
 
 #: (module, attribute, where the table lives) in the order the documentation shows them.
 SCHEMAS: tuple[tuple[str, str, str], ...] = (
     ("traintime.data.chronos", "ITERATION", "`results/data/iteration.csv` (released CHRONOS rows; local rows use the same schema)"),
     ("traintime.data.chronos_convergence", "CONVERGENCE", "`results/data/convergence.csv`"),
-    ("traintime.specs", "GPU_SPECS", "`src/traintime/resources/gpu_specs.csv` (or `config.yaml: gpu_specs`)"),
+    ("traintime.core.specs", "GPU_SPECS", "`src/traintime/resources/gpu_specs.csv` (or `config.yaml: gpu_specs`)"),
     ("traintime.emulation.schema", "TARGET_TRACE", "`results/data/traces.csv`"),
     ("traintime.emulation.schema", "HOST_LATENCY", "`results/emulation/host/*.csv`, `results/reference/*.csv`"),
     ("traintime.emulation.baselines", "OP_PROFILE", "`results/emulation/host/ops/*.csv`"),
-    ("traintime.iteration_tables", "PREDICTIONS", "`results/data/iteration_predictions/*.csv`"),
-    ("traintime.convergence", "PREDICTIONS", "`results/data/convergence_predictions/*.csv`"),
+    ("traintime.chronos.iteration_tables", "PREDICTIONS", "`results/data/iteration_predictions/*.csv`"),
+    ("traintime.chronos.convergence_protocols", "PREDICTIONS", "`results/data/convergence_predictions/*.csv`"),
     ("traintime.emulation.analysis", "PREDICTIONS", "`results/emulation/predictions_*.csv`"),
-    ("traintime.claims", "CLAIMS", "`src/traintime/resources/paper_chronos_claims.csv`"),
+    ("traintime.chronos.claims", "CLAIMS", "`src/traintime/resources/paper_chronos_claims.csv`"),
     ("traintime.emulation.claims", "CLAIMS", "`src/traintime/resources/paper_zero_shot.csv`"),
 )
 
@@ -46,7 +46,7 @@ def schemas() -> list[tuple[TableSchema, str]]:
 
 def schema_by_name(name: str) -> TableSchema:
     """The documented schema called ``name``; unknown -> :class:`UnknownNameError` with the list."""
-    from traintime.errors import unknown_name
+    from traintime.core.errors import unknown_name
 
     found = {schema.name: schema for schema, _ in schemas()}
     try:

@@ -29,13 +29,25 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from sklearn.model_selection import GroupShuffleSplit, LeaveOneGroupOut, train_test_split
+from sklearn.model_selection import (
+    GroupShuffleSplit,
+    LeaveOneGroupOut,
+    train_test_split,
+)
 from threadpoolctl import threadpool_limits
 
+from traintime.chronos.estimators import (
+    IterationTimeModel,
+    IterationTimePredictor,
+    make_estimator,
+)
+from traintime.chronos.features import (
+    CLEAN_FEATURE_SETS,
+    make_feature_builder,
+    vocabulary,
+)
+from traintime.core.errors import SchemaError, unknown_name
 from traintime.data.chronos import FAMILIES, ITERATION_TARGET
-from traintime.errors import SchemaError, unknown_name
-from traintime.estimators import IterationTimeModel, IterationTimePredictor, make_estimator
-from traintime.features import CLEAN_FEATURE_SETS, make_feature_builder, vocabulary
 
 log = logging.getLogger(__name__)
 
@@ -210,7 +222,7 @@ def cv_summary(predictions: pd.DataFrame, feature_set: str, estimator: str,
     """Cross-validated MAPE of (feature set, estimator) per protocol from test predictions:
     pooled MAPE (mean, sd over seeds) and the mean per-group MAPE (held-out group, or model for
     the random splits)."""
-    from traintime.metrics import mape, mean_sd
+    from traintime.core.metrics import mape, mean_sd
 
     sel = predictions[(predictions["feature_set"] == feature_set) & (predictions["estimator"] == estimator)]
     if family is not None:
@@ -279,6 +291,6 @@ def train_iteration_predictor(table: pd.DataFrame, families: Sequence[str], feat
         "versions": {"traintime": traintime.__version__, "xgboost": xgboost.__version__,
                      "scikit-learn": sklearn.__version__, "pandas": pd.__version__, "numpy": np.__version__},
         "usage": "joblib.load(path).predict(canonical_rows) -> step_time_ms; rows need a `family` column and the "
-                 "family's required_columns (traintime.estimators.load_iteration_model)",
+                 "family's required_columns (traintime.chronos.estimators.load_iteration_model)",
     }
     return IterationTimePredictor(models, meta)

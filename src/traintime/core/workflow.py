@@ -11,7 +11,7 @@ object is built from the Snakefile by :func:`mock_snakemake`, PyPSA-Eur style, s
 runs inside and outside the DAG.
 
 :func:`run_script` sends log records to the rule's ``log:`` file and to stderr, and turns a
-:class:`~traintime.errors.TraintimeError` into one ``error:`` line and exit status 1 (no
+:class:`~traintime.core.errors.TraintimeError` into one ``error:`` line and exit status 1 (no
 traceback: the message names the culprit). Any other exception is a bug and keeps its traceback.
 """
 
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from traintime.errors import TraintimeError
+from traintime.core.errors import TraintimeError
 
 log = logging.getLogger("traintime")
 
@@ -49,7 +49,11 @@ def mock_snakemake(rulename: str, configfiles: list[str] | None = None, **wildca
     """
     from snakemake.api import SnakemakeApi
     from snakemake.iocontainers import Snakemake, Wildcards
-    from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+    from snakemake.settings.types import (
+        ConfigSettings,
+        OutputSettings,
+        ResourceSettings,
+    )
 
     root = find_repo_root()
     os.chdir(root)

@@ -18,9 +18,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from traintime.errors import SchemaError, unknown_name
-from traintime.io import read_csv
-from traintime.schema import Column, TableSchema
+from traintime.core.errors import SchemaError, unknown_name
+from traintime.core.io import read_csv
+from traintime.core.schema import Column, TableSchema
 
 GPU_SPECS = TableSchema(
     name="gpu_specs",
@@ -90,7 +90,7 @@ def alias_map(specs: pd.DataFrame) -> dict[str, str]:
 
 
 def canonical_gpu(name: str, specs: pd.DataFrame | None = None) -> str:
-    """Canonical name of ``name``; :class:`~traintime.errors.UnknownNameError` with close matches."""
+    """Canonical name of ``name``; :class:`~traintime.core.errors.UnknownNameError` with close matches."""
     specs = load_specs() if specs is None else specs
     amap = alias_map(specs)
     try:

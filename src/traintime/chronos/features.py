@@ -26,7 +26,7 @@ Feature sets (:data:`FEATURE_SETS`, created by name with :func:`make_feature_bui
 ``clean`` (the honest default)
     No target-derived column, no learning rate (it cannot change the step time), no price, no
     provider (unless ``use_provider=True``) and no GPU column as shipped: GPU specifications are
-    joined from the GPU spec table by canonical name (:func:`traintime.specs.load_specs`), so a model
+    joined from the GPU spec table by canonical name (:func:`traintime.core.specs.load_specs`), so a model
     predicts for any GPU of that table. Workload: batch size, precision bits, AMP (0/1: the binary
     one-hot), dataset size, classes, input pixels / sequence length, the family's architecture and
     analytic cost columns (FLOPs, parameter/optimizer/activation bytes, intensity, kernel mix);
@@ -60,9 +60,9 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, TransformerMixin
 
+from traintime.core.errors import SchemaError, unknown_name
+from traintime.core.specs import _norm, alias_map, load_specs
 from traintime.data.chronos import FAMILIES, ITERATION, ITERATION_TARGET, family_columns
-from traintime.errors import SchemaError, unknown_name
-from traintime.specs import alias_map, load_specs, _norm
 
 # --- paper (released code) -------------------------------------------------------------------------
 #: per-family columns the released scripts drop as leaky (canonical names), besides the target
@@ -161,7 +161,7 @@ class FeatureBuilder(TransformerMixin, BaseEstimator):
     def log_offset(self, X: pd.DataFrame) -> np.ndarray | None:
         """Natural-log offset of the target for the rows of ``X`` (this builder's output), or None.
 
-        A builder with an offset makes :class:`~traintime.estimators.IterationTimeModel` regress
+        A builder with an offset makes :class:`~traintime.chronos.estimators.IterationTimeModel` regress
         ``log(step time) - offset`` and add the offset back when predicting.
         """
         return None
@@ -241,7 +241,7 @@ class CleanFeatures(FeatureBuilder):
     family : ``CNN``, ``MLP`` or ``Transformer``.
     categories : vocabularies of ``optimizer``, ``model``, ``dataset`` (and ``provider``); learned at
         :meth:`fit` when None. Unseen values become all-zero one-hot rows.
-    specs : GPU spec table (:func:`traintime.specs.load_specs` format); the packaged table when None.
+    specs : GPU spec table (:func:`traintime.core.specs.load_specs` format); the packaged table when None.
         A snapshot is kept at fit so a saved model is self-contained.
     use_provider : add one-hot ``provider`` (a host property, confounded with the GPU in CHRONOS and
         unknown for GPUs outside it); off by default.

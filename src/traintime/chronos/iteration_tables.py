@@ -1,5 +1,5 @@
 """Tables and figures of the iteration-time (step-time) evaluation, from the prediction files of
-:func:`traintime.evaluation.evaluate_family`.
+:func:`traintime.chronos.evaluation.evaluate_family`.
 
 Metric conventions (percentages 0-100, times in ms):
 
@@ -23,9 +23,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from traintime.io import read_csv
-from traintime.metrics import mape, median_ape, rmse
-from traintime.schema import Column, TableSchema
+from traintime.core.io import read_csv
+from traintime.core.metrics import mape, median_ape, rmse
+from traintime.core.schema import Column, TableSchema
 
 MODEL_NAMES: dict[str, str] = {
     "asmlp": "AS-MLP", "mixer": "MLP-Mixer", "resmlp": "ResMLP", "densenet121": "DenseNet-121",
@@ -319,7 +319,7 @@ def figure_pred_vs_measured(pred: pd.DataFrame, path: str | os.PathLike[str],
                             panels: tuple[tuple[str, str], ...] = (("random", "paper"), ("grouped_random", "clean"),
                                                                    ("logo", "clean"))) -> None:
     """Log-log predicted vs measured step time (XGBoost, first seed) for each (protocol, feature set)."""
-    from traintime.plots import FAMILY_COLORS, loglog_scatter, new_figure, savefig
+    from traintime.core.plots import FAMILY_COLORS, loglog_scatter, new_figure, savefig
 
     avail = [(p, f) for p, f in panels
              if not pred[(pred["protocol"] == p) & (pred["feature_set"] == f) & (pred["estimator"] == "xgboost")].empty]
@@ -345,7 +345,7 @@ def figure_pred_vs_measured(pred: pd.DataFrame, path: str | os.PathLike[str],
 def figure_grouped_errors(pred: pd.DataFrame, path: str | os.PathLike[str]) -> None:
     """MAPE of every held-out group (LOMO, LODO, LOGO), one bar per feature set (XGBoost), error bars =
     sd over seeds; the replicate-median baseline as black ticks when present."""
-    from traintime.plots import grouped_bars, new_figure, savefig
+    from traintime.core.plots import grouped_bars, new_figure, savefig
 
     prots = [p for p in GROUPED_PROTOCOLS if (pred["protocol"] == p).any()]
     fig, axes = new_figure(len(prots) or 1, 1, width=11.0, height=3.6)
@@ -377,7 +377,7 @@ def figure_grouped_errors(pred: pd.DataFrame, path: str | os.PathLike[str]) -> N
 def figure_seed_spread(pred: pd.DataFrame, ref: pd.DataFrame, path: str | os.PathLike[str]) -> None:
     """Per-model RMSE of every seed (random split, paper features, XGBoost) with the published value
     and the released scripts' seed-42 value."""
-    from traintime.plots import new_figure, savefig
+    from traintime.core.plots import new_figure, savefig
 
     base = pred[(pred["protocol"] == "random") & (pred["feature_set"] == "paper") & (pred["estimator"] == "xgboost")]
     fig, axes = new_figure(1, 1, width=9.0, height=4.0)

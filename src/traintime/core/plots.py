@@ -15,7 +15,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
-from traintime.io import atomic_path  # noqa: E402
+from traintime.core.io import atomic_path  # noqa: E402
 
 DPI = 150
 #: one colour per model family, reused by every figure

@@ -3,7 +3,7 @@
 :func:`merge_rows` reads the existing table (if any), appends the new rows, keeps one row per
 configuration key (the *newest* row wins, so a re-measurement replaces the old one; merging the
 same rows twice changes nothing), sorts by the key and writes the file through a temporary file
-renamed onto the target (:func:`traintime.io.atomic_path`): a reader never sees a half-written
+renamed onto the target (:func:`traintime.core.io.atomic_path`): a reader never sees a half-written
 table and a crash leaves the previous file intact.
 
 :func:`provenance` gives the columns every local row carries: ``source='local'``, ``host``,
@@ -20,15 +20,15 @@ from typing import Any
 
 import pandas as pd
 
-from traintime.errors import SchemaError
-from traintime.io import read_csv, write_csv
-from traintime.schema import TableSchema
+from traintime.core.errors import SchemaError
+from traintime.core.io import read_csv, write_csv
+from traintime.core.schema import TableSchema
 
 
 def provenance(device: str, versions: dict[str, Any] | None = None) -> dict[str, Any]:
     """Provenance columns of a local row: source, host, device and versions (python/torch/...)."""
     if versions is None:
-        from traintime.timing import software_versions
+        from traintime.measure.timing import software_versions
 
         versions = software_versions()
     return {"source": "local", "host": platform.node(), "device": device, **versions}

@@ -5,7 +5,7 @@ management library (``pynvml`` from ``nvidia-ml-py``) answers, the driver versio
 and maximum SM clocks. On a machine without CUDA the device is ``cpu``.
 
 :func:`check_expected_device` refuses to measure when the GPU actually present is not the one a
-job was meant to measure (names compared through :mod:`traintime.specs` aliases), so a sweep
+job was meant to measure (names compared through :mod:`traintime.core.specs` aliases), so a sweep
 planned for an RTX 5090 never silently writes rows measured on another card.
 """
 
@@ -18,8 +18,8 @@ from typing import Any
 
 import pandas as pd
 
-from traintime.errors import DeviceStateError, UnknownNameError
-from traintime.specs import canonical_gpu, load_specs
+from traintime.core.errors import DeviceStateError, UnknownNameError
+from traintime.core.specs import canonical_gpu, load_specs
 
 log = logging.getLogger(__name__)
 
@@ -149,9 +149,9 @@ def check_expected_device(expected_gpu: str, specs: pd.DataFrame | None = None,
                           info: DeviceInfo | None = None) -> str:
     """Return the canonical name of ``expected_gpu`` if that GPU is the one present.
 
-    Raises :class:`~traintime.errors.DeviceStateError` when there is no CUDA device, or when the
+    Raises :class:`~traintime.core.errors.DeviceStateError` when there is no CUDA device, or when the
     device's name resolves (through the spec table's aliases) to another GPU or to none.
-    Raises :class:`~traintime.errors.UnknownNameError` when ``expected_gpu`` itself is unknown.
+    Raises :class:`~traintime.core.errors.UnknownNameError` when ``expected_gpu`` itself is unknown.
     """
     specs = load_specs() if specs is None else specs
     expected = canonical_gpu(expected_gpu, specs)

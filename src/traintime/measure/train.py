@@ -130,7 +130,7 @@ def train_to_convergence(model: Any, dataset: Any, optimizer: str = "sgd", learn
     """
     import torch
 
-    from traintime.timing import resolve_device
+    from traintime.measure.timing import resolve_device
 
     dev = resolve_device(device) if isinstance(device, str) else device
     torch.manual_seed(seed)
@@ -151,7 +151,12 @@ def _train(model: Any, dataset: Any, optimizer: str, learning_rate: float, batch
     from torch import nn
     from torch.utils.data import DataLoader, Subset
 
-    from traintime.timing import autocast_context, backward_and_step, build_optimizer, grad_scaler
+    from traintime.measure.timing import (
+        autocast_context,
+        backward_and_step,
+        build_optimizer,
+        grad_scaler,
+    )
 
     tr_idx, va_idx = split_indices(len(dataset), val_fraction, seed)
     gen = torch.Generator().manual_seed(seed)

@@ -48,7 +48,13 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from traintime.workloads import create_model, dataset_info, model_arch, model_img_px, resolve_model
+from traintime.measure.datasets import dataset_info
+from traintime.measure.models import (
+    create_model,
+    model_arch,
+    model_img_px,
+    resolve_model,
+)
 
 aten = torch.ops.aten
 

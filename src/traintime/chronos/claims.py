@@ -39,10 +39,10 @@ from importlib import resources
 import numpy as np
 import pandas as pd
 
+from traintime.core.io import read_csv, to_markdown
+from traintime.core.metrics import mape, mean_sd, rmse
+from traintime.core.schema import Column, TableSchema
 from traintime.data.chronos_convergence import MODEL_LABELS, PAPER_MODELS
-from traintime.io import read_csv, to_markdown
-from traintime.metrics import mape, mean_sd, rmse
-from traintime.schema import Column, TableSchema
 
 REL_TOL = 0.10
 SD_MULT = 2.0
@@ -62,7 +62,7 @@ CLAIMS = TableSchema(
         Column("published_value", "float", "the published number, where there is one", nullable=True),
         Column("unit", "str", "unit of the value", nullable=True),
         Column("source", "str", "paper section"),
-        Column("metric", "str", "key of the reproduced value (see traintime.claims.collect_values)", nullable=True),
+        Column("metric", "str", "key of the reproduced value (see traintime.chronos.claims.collect_values)", nullable=True),
         Column("kind", "str", "how the claim is checked", allowed=KINDS),
         Column("note", "str", "why a claim cannot be reproduced, or caveats", nullable=True),
     ),
@@ -225,7 +225,7 @@ def convergence_values(per_model: pd.DataFrame, summary: pd.DataFrame, paper_pro
 
 
 #: (protocol, feature_set, estimator) of the iteration-time reproduction under the paper's protocol
-#: and under the honest one (H1's protocols and feature sets, :mod:`traintime.evaluation`).
+#: and under the honest one (H1's protocols and feature sets, :mod:`traintime.chronos.evaluation`).
 ITERATION_PAPER = ("random", "paper", "xgboost")
 ITERATION_HONEST = ("grouped_random", "clean", "xgboost")
 ITERATION_PREDICTION_COLUMNS = ("protocol", "feature_set", "estimator", "seed", "model", "y_true_ms", "y_pred_ms")
@@ -242,7 +242,7 @@ def iteration_values(preds: pd.DataFrame, paper: tuple[str, str, str] = ITERATIO
     """
     missing = [c for c in ITERATION_PREDICTION_COLUMNS if c not in preds.columns]
     if missing:
-        from traintime.errors import SchemaError
+        from traintime.core.errors import SchemaError
 
         raise SchemaError(f"iteration predictions lack column(s) {', '.join(missing)}")
 
@@ -410,7 +410,7 @@ def protocol_descriptions(paper_protocol: str, honest_protocol: str,
                           iteration_paper: Sequence[str] = ITERATION_PAPER,
                           iteration_honest: Sequence[str] = ITERATION_HONEST) -> tuple[str, str]:
     """Sentences describing the two reproduced columns."""
-    from traintime.convergence import PROTOCOLS
+    from traintime.chronos.convergence import PROTOCOLS
 
     paper = (f"iteration time: protocol `{iteration_paper[0]}`, features `{iteration_paper[1]}`, estimator "
              f"`{iteration_paper[2]}` (the released 80/10/10 row split and features); convergence: `{paper_protocol}` "

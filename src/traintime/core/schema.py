@@ -2,7 +2,7 @@
 
 A :class:`TableSchema` lists :class:`Column` objects (name with its unit, dtype, whether it is
 required, whether it is derived from the prediction target). :meth:`TableSchema.validate` coerces
-and checks a DataFrame and raises one :class:`~traintime.errors.SchemaError` naming the table, the
+and checks a DataFrame and raises one :class:`~traintime.core.errors.SchemaError` naming the table, the
 column and the first offending row. :meth:`TableSchema.to_markdown` renders the documentation.
 """
 
@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pandas as pd
 
-from traintime.errors import SchemaError
+from traintime.core.errors import SchemaError
 
 _DTYPES = ("str", "int", "float", "bool")
 

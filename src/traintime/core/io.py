@@ -12,8 +12,7 @@ from typing import Any
 
 import pandas as pd
 
-from traintime.errors import SchemaError
-
+from traintime.core.errors import SchemaError
 
 _UMASK = os.umask(0)
 os.umask(_UMASK)
