@@ -17,7 +17,7 @@ help:
 	@echo "make test-slurm  SLURM executor test on a local single-node cluster (root; apt-get)"
 	@echo "make report    build report.zip from results/ (snakemake --report)"
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt requirements/analysis.txt requirements/torch.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.txt

@@ -138,9 +138,10 @@ def test_load_host_rows_dedupes_refuses_synthetic_and_fingerprints(tmp_path):
     rows = A.load_host_rows(files)
     assert len(rows) == 3 and set(rows["host_gpu"]) == {"RTX-5090"}
     assert rows.loc[rows["requested_sm_pct"] == 50.0, "latency_ms"].iloc[0] == 10.0  # first folder wins
-    fp = A.files_fingerprint(files)
+    digests = A.file_digests(files)
     host_csv(f2, [(50.0, 99.0, False), (25.0, 21.0, False)])
-    assert A.files_fingerprint(files) != fp
+    changed = A.file_digests(files)
+    assert changed[f1] == digests[f1] and changed[f2] != digests[f2]
     host_csv(f2, [(25.0, 20.0, True)])
     with pytest.raises(SchemaError, match="synthetic"):
         A.load_host_rows(files)

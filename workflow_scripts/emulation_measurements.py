@@ -2,14 +2,14 @@
 
 from traintime.core.io import write_csv, write_json
 from traintime.core.workflow import run_script
-from traintime.emulation.analysis import load_host_rows
+from traintime.emulation.analysis import file_digests, host_latency_files, load_host_rows
 
 
 def main(snakemake):
-    p = snakemake.params
-    rows = load_host_rows(p.files)
+    files = host_latency_files(snakemake.input.measurements)
+    rows = load_host_rows(files)
     write_csv(rows, snakemake.output.rows)
-    write_json({"folders": list(p.dirs), "files": list(p.files), "fingerprint": p.fingerprint,
+    write_json({"folders": list(snakemake.params.dirs), "files": file_digests(files),
                 "rows": int(len(rows)), "hosts": sorted(rows["host_gpu"].unique().tolist())},
                snakemake.output.sources)
 

@@ -107,34 +107,37 @@ def read_predictions(paths: Iterable[str | os.PathLike[str]]) -> pd.DataFrame:
 # Host measurements
 # --------------------------------------------------------------------------------------------
 
+def is_host_latency_file(path: str | os.PathLike[str]) -> bool:
+    """Whether a CSV's header is that of a host latency table (has ``host_gpu`` and ``latency_ms``);
+    manifests, op profiles and unreadable files are not."""
+    try:
+        with open(path) as fh:
+            header = fh.readline()
+    except OSError:
+        return False
+    cols = [c.strip() for c in header.strip().split(",")]
+    return "host_gpu" in cols and "latency_ms" in cols
+
+
+def host_latency_files(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
+    """The host latency tables among ``paths`` (see :func:`is_host_latency_file`), in order."""
+    return [str(p) for p in paths if is_host_latency_file(p)]
+
+
 def measurement_files(dirs: Sequence[str | os.PathLike[str]]) -> list[str]:
-    """``*.csv`` files in each folder of ``dirs`` and its subfolders (folder order, then path order).
-
-    Missing folders are skipped. Only files that look like host latency tables (header has
-    ``host_gpu`` and ``latency_ms``) are returned; others (manifests, op profiles) are ignored.
-    """
-    out = []
-    for d in dirs:
-        for f in sorted(glob.glob(os.path.join(str(d), "**", "*.csv"), recursive=True)):
-            try:
-                with open(f) as fh:
-                    header = fh.readline()
-            except OSError:
-                continue
-            cols = [c.strip() for c in header.strip().split(",")]
-            if "host_gpu" in cols and "latency_ms" in cols:
-                out.append(f)
-    return out
+    """Host latency tables (``*.csv``) in each folder of ``dirs`` and its subfolders (folder order,
+    then path order); missing folders are skipped."""
+    return host_latency_files(
+        f for d in dirs for f in sorted(glob.glob(os.path.join(str(d), "**", "*.csv"), recursive=True)))
 
 
-def files_fingerprint(files: Sequence[str]) -> str:
-    """sha256 over the names and contents of ``files`` (changes when a measurement file changes)."""
-    h = hashlib.sha256()
+def file_digests(files: Sequence[str]) -> dict[str, str]:
+    """sha256 of each file's content, by path (provenance of the measurements a table used)."""
+    out = {}
     for f in files:
-        h.update(str(f).encode())
         with open(f, "rb") as fh:
-            h.update(hashlib.sha256(fh.read()).digest())
-    return h.hexdigest()
+            out[str(f)] = hashlib.sha256(fh.read()).hexdigest()
+    return out
 
 
 def load_host_rows(files: Sequence[str], allow_synthetic: bool = False) -> pd.DataFrame:
