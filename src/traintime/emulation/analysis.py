@@ -1,4 +1,4 @@
-"""Metrics and tables of the zero-shot paper, computed from a long *predictions* table.
+"""Host measurement rows, long *predictions* frames and the zero-shot paper's metrics.
 
 Every method (emulation, oracle, FLOPS, learned, Habitat, NeuSight) is reduced to rows of
 :data:`PREDICTIONS`: one target latency ``latency_ms`` and one prediction ``pred_ms`` per (method,
