@@ -27,15 +27,17 @@ from traintime.emulation.traces import evaluation_slice, normalise_traces
 
 
 def test_verdict_rules():
-    assert verdict("value", "52.10", 52.10, 3.0, Reproduced(54.9))[0] == "reproduced"
-    v, why = verdict("value", "52.10", 52.10, 3.0, Reproduced(55.2))
-    assert v == "not reproduced" and "higher" in why
-    assert verdict("count", "32", 32.0, None, Reproduced(32.0))[0] == "reproduced"
-    assert verdict("count", "32", 32.0, None, Reproduced(31.0))[0] == "not reproduced"
-    assert verdict("max", "< 60", 60.0, None, Reproduced(58.0))[0] == "reproduced"
-    assert verdict("set", "RTX-5080", None, None, Reproduced("RTX-5080"))[0] == "reproduced"
-    assert verdict("set", "RTX-5080", None, None, Reproduced("RTX-4090"))[0] == "not reproduced"
-    assert verdict("value", "1", 1.0, 0.1, None)[0] == "not evaluated"
+    # the shared rule: 10% of |published| (52.10 -> 5.21), no hand-set tolerance
+    assert verdict("value", "52.10", 52.10, Reproduced(57.2)).verdict == "reproduced"
+    v = verdict("value", "52.10", 52.10, Reproduced(57.4))
+    assert v.verdict == "not reproduced" and "higher" in v.reason and v.difference == pytest.approx(5.3)
+    assert verdict("count", "32", 32.0, Reproduced(32.0)).verdict == "reproduced"
+    assert verdict("count", "32", 32.0, Reproduced(31.0)).verdict == "not reproduced"
+    assert verdict("max", "< 60", 60.0, Reproduced(58.0)).verdict == "reproduced"
+    assert verdict("max", "< 60", 60.0, Reproduced(58.0, 3.0, "", 5)).verdict == "inconclusive"
+    assert verdict("set", "RTX-5080", None, Reproduced("RTX-5080")).verdict == "reproduced"
+    assert verdict("set", "RTX-5080", None, Reproduced("RTX-4090")).verdict == "not reproduced"
+    assert verdict("value", "1", 1.0, None).verdict == "not evaluated"
 
 
 def test_claims_table_marks_unmet_needs():
