@@ -218,3 +218,12 @@ def test_data_values_and_end_to_end():
                         "n_seeds": [1, 1, 1]})
     ev = end_to_end_values(e2e)["end_to_end/hours_ape_pct"]
     assert ev.paper[0] == pytest.approx(2.0) and ev.honest[0] == pytest.approx(15.0)
+
+
+def test_random_forest_trees_agree_with_claims_note():
+    """The claims resource must name the tree count the estimator builds (issue 12: it said 300, code 100)."""
+    from traintime.chronos.estimators import RF_TREES, make_estimator
+
+    note = load_claims().set_index("claim_id").loc["iter_mape_rf", "note"]
+    assert f"{RF_TREES} trees" in note
+    assert make_estimator("random_forest", "CNN", 0).n_estimators == RF_TREES
