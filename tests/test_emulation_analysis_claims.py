@@ -79,7 +79,11 @@ def synthetic_study():
 
 def test_emulation_path_end_to_end(tmp_path):
     sweep, targets = synthetic_study()
-    pred, orc = host_predictions(sweep, targets, "mps")
+    # default distance limits (10 %): the 3080's point is 12 % off its clock, the 5060's 13 % off its SM
+    # share -> infeasible, no prediction; the 4090 (6 % / 1 %) stays
+    strict, _ = host_predictions(sweep, targets, "mps")
+    assert set(strict.loc[strict["method"] == "emulation", "gpu"]) == {"RTX-4090"}
+    pred, orc = host_predictions(sweep, targets, "mps", max_sm_distance=0.2, max_clock_distance=0.2)
     frames = [A.to_predictions(g, m) for m, g in pred.groupby("method")]
     allp = pd.concat(frames, ignore_index=True)
     assert set(allp["method"]) == {"emulation", "emulation_oracle"}

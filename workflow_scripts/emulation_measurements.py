@@ -7,10 +7,13 @@ from traintime.emulation.analysis import load_host_rows
 
 def main(snakemake):
     p = snakemake.params
-    rows = load_host_rows(p.files)
+    excluded = []
+    rows = load_host_rows(p.files, excluded=excluded)
     write_csv(rows, snakemake.output.rows)
+    bad = [r for df in excluded for r in df[["source_file", "check", "check_reason"]].to_dict("records")]
     write_json({"folders": list(p.dirs), "files": list(p.files), "fingerprint": p.fingerprint,
-                "rows": int(len(rows)), "hosts": sorted(rows["host_gpu"].unique().tolist())},
+                "rows": int(len(rows)), "hosts": sorted(rows["host_gpu"].unique().tolist()),
+                "excluded_rows": len(bad), "excluded": bad},
                snakemake.output.sources)
 
 
