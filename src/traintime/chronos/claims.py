@@ -51,12 +51,9 @@ from traintime.core.io import read_csv, to_markdown
 from traintime.core.metrics import mape, mean_sd, rmse
 from traintime.core.schema import Column, TableSchema
 from traintime.core.verdict import (
-    INCONCLUSIVE,
     NOT_EVALUATED,
     NOT_REPRODUCIBLE,
-    NOT_REPRODUCED,
-    REL_TOL,
-    REPRODUCED,
+    VERDICT_RULE_MD,
     VERDICTS,
     Verdict,
     bound_verdict,
@@ -183,18 +180,6 @@ def build_claims_table(claims: pd.DataFrame, values: Mapping[str, ClaimValue],
             tolerance=vd.tolerance, difference_value=vd.difference, ci95_low=vd.ci_low, ci95_high=vd.ci_high,
         ))
     return pd.DataFrame(rows)
-
-
-#: The verdict rule as markdown, shared by both claims tables (and the README).
-VERDICT_RULE_MD = f"""**Verdict rule** (one rule for every claim). Numeric claims (errors, times, ranks, ratios,
-correlations): tolerance = {REL_TOL:.0%} of |published|, never widened by the seed spread. The 95% interval of
-the mean over seeds is the Student-t interval mean +- t(0.975, n-1) x sd / sqrt(n) (zero width for one seed).
-*{INCONCLUSIVE}* when that interval's half-width exceeds the tolerance (column *interval_95*; seed noise never
-yields *reproduced*); else *{REPRODUCED}* when |mean - published| <= tolerance; else *{NOT_REPRODUCED}*
-(column *difference*: reproduced - published, signed; a better-than-published number is also *not
-reproduced*). Published bounds (`< x`) hold when the whole interval is at or below the bound
-(inconclusive when it contains the bound); counts, names and statements must match exactly.
-*{NOT_REPRODUCIBLE}*: the release lacks what the claim needs (reason given)."""
 
 
 def claims_markdown(table: pd.DataFrame, paper_protocols: str, honest_protocols: str) -> str:

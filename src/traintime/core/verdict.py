@@ -35,6 +35,18 @@ COUNT_COLUMNS = {REPRODUCED: "reproduced", NOT_REPRODUCED: "not_reproduced", INC
                  NOT_REPRODUCIBLE: "not_reproducible", NOT_EVALUATED: "not_evaluated"}
 
 
+#: The verdict rule as markdown, shared by both claims tables (and the README).
+VERDICT_RULE_MD = f"""**Verdict rule** (one rule for every claim). Numeric claims (errors, times, ranks, ratios,
+correlations): tolerance = {REL_TOL:.0%} of |published|, never widened by the seed spread. The 95% interval of
+the mean over seeds is the Student-t interval mean +- t(0.975, n-1) x sd / sqrt(n) (zero width for one seed).
+*{INCONCLUSIVE}* when that interval's half-width exceeds the tolerance (column *interval_95*; seed noise never
+yields *reproduced*); else *{REPRODUCED}* when |mean - published| <= tolerance; else *{NOT_REPRODUCED}*
+(column *difference*: reproduced - published, signed; a better-than-published number is also *not
+reproduced*). Published bounds (`< x`) hold when the whole interval is at or below the bound
+(inconclusive when it contains the bound); counts, names and statements must match exactly.
+*{NOT_REPRODUCIBLE}*: the release lacks what the claim needs (reason given)."""
+
+
 @dataclass(frozen=True)
 class Verdict:
     """A verdict with its numbers: tolerance, signed difference (mean - published) and the 95 %

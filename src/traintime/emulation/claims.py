@@ -32,6 +32,7 @@ from traintime.core.schema import Column, TableSchema
 from traintime.core.verdict import (
     NOT_EVALUATED,
     NOT_REPRODUCIBLE,
+    VERDICT_RULE_MD,
     VERDICTS,
     Verdict,
     bound_verdict,
@@ -161,7 +162,6 @@ def build_claims_table(claims: pd.DataFrame, values: Mapping[str, Reproduced],
 
 def claims_markdown(table: pd.DataFrame, context: str = "") -> str:
     """The claims table as markdown with the verdict rule."""
-    from traintime.chronos.claims import VERDICT_RULE_MD
 
     counts = table["verdict"].value_counts()
     summary = ", ".join(f"{counts.get(v, 0)} {v}" for v in VERDICTS if counts.get(v, 0))
