@@ -167,3 +167,12 @@ def test_real_rows_nested_lomo_and_saved_predictor(mirror):
 def test_selector_params_and_unfitted_choice():
     s = NestedSelector(candidates_from_config(SELECTION), "CNN", "gpu")
     assert s.get_params()["group_column"] == "gpu" and not hasattr(s, "best_")
+
+
+def test_config_default_selection_matches_the_library_default(repo_root):
+    from traintime.chronos.selection import DEFAULT_SELECTION
+    from traintime.core.config import load_config
+
+    cfg = load_config(repo_root / "config.yaml", repo_root / "schemas" / "config.schema.yaml")
+    assert cfg["chronos_iteration"]["selection"] == DEFAULT_SELECTION
+    assert cfg["emulation"]["mapping_max_sm_distance"] == 0.10

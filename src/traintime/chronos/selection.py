@@ -69,8 +69,8 @@ DEFAULT_SELECTION: dict[str, Any] = {
     "feature_sets": ["clean", "clean_roofline"],
     "target_transforms": ["log"],
     "estimators": ["xgboost"],
-    "grid": {"xgboost": [{}, {"max_depth": 6}]},
-    "inner_max_folds": 5,
+    "grid": {"xgboost": [{}]},
+    "inner_max_folds": 3,
 }
 
 
