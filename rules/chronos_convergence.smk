@@ -167,3 +167,25 @@ ALL_TARGETS.extend(
         f"{RESULTS}/claims_chronos.md",
     ]
 )
+
+
+rule claims_counts:
+    """Claims per verdict (reproduced / not reproduced / inconclusive / not reproducible) of both papers,
+    for the README (one verdict rule: traintime.core.verdict)."""
+    input:
+        chronos=f"{RESULTS}/claims_chronos.csv",
+        zero_shot=f"{RESULTS}/claims_zero_shot.csv",
+        lib=lib("claims_counts"),
+    output:
+        f"{TABLES}/claims_counts.csv",
+    log:
+        f"{LOGS}/claims_counts.log",
+    benchmark:
+        bench(f"{LOGS}/claims_counts.log")
+    conda:
+        env("analysis")
+    script:
+        "../workflow_scripts/claims_counts.py"
+
+
+ALL_TARGETS.append(f"{TABLES}/claims_counts.csv")

@@ -102,6 +102,7 @@ rule emulation_predict:
         mapping=f"{EMU}/spec_mapping.csv",
         predictions=f"{EMU}/predictions_emulation.csv",
         oracle=f"{EMU}/oracle.csv",
+        mapping_status=f"{EMU}/mapping_status.csv",
     params:
         cfg=EMU_CFG,
         gpu_specs=config["gpu_specs"],
@@ -180,10 +181,11 @@ rule emulation_analytic:
 
 
 rule emulation_table1:
-    """Table 1: method comparison (MAPE, median APE, SD, Spearman, Pearson of logs)."""
+    """Table 1: method comparison (MAPE, median APE, SD, Spearman, Pearson of logs); infeasible mappings counted."""
     input:
         predictions=EMU_PREDICTIONS,
         manifest=f"{DATA}/traces_manifest.csv",
+        mapping_status=f"{EMU}/mapping_status.csv",
         lib=lib("emulation_tables"),
     output:
         csv=f"{TABLES}/emulation_table1.csv",

@@ -118,7 +118,8 @@ def test_generation():
 
 def host_csv(path, rows):
     df = pd.DataFrame([dict(host_gpu="RTX 5090", model="resnet50", img_px=224, batch_size=16, precision="fp32",
-                            backend="mps", requested_sm_pct=p, requested_clock_mhz=None, effective_sms=None,
+                            backend="mps", requested_sm_pct=p, requested_clock_mhz=None,
+                            effective_sms=int(round(170 * p / 100)),  # read back: the restriction check passes
                             effective_clock_mhz=None, latency_ms=t, oom=False, iters_per_replay=2, replays=10,
                             torch_version="x", device_name="x", status="ok", note=None, synthetic=syn)
                        for p, t, syn in rows])

@@ -7,10 +7,13 @@ from traintime.emulation.analysis import file_digests, host_latency_files, load_
 
 def main(snakemake):
     files = host_latency_files(snakemake.input.measurements)
-    rows = load_host_rows(files)
+    excluded = []
+    rows = load_host_rows(files, excluded=excluded)
     write_csv(rows, snakemake.output.rows)
+    bad = [r for df in excluded for r in df[["source_file", "check", "check_reason"]].to_dict("records")]
     write_json({"folders": list(snakemake.params.dirs), "files": file_digests(files),
-                "rows": int(len(rows)), "hosts": sorted(rows["host_gpu"].unique().tolist())},
+                "rows": int(len(rows)), "hosts": sorted(rows["host_gpu"].unique().tolist()),
+                "excluded_rows": len(bad), "excluded": bad},
                snakemake.output.sources)
 
 

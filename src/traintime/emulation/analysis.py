@@ -140,12 +140,17 @@ def file_digests(files: Sequence[str]) -> dict[str, str]:
     return out
 
 
-def load_host_rows(files: Sequence[str], allow_synthetic: bool = False) -> pd.DataFrame:
-    """Validated host rows of ``files`` (schema ``host_latency``), with a ``source_file`` column.
+def load_host_rows(files: Sequence[str], allow_synthetic: bool = False,
+                   excluded: list[pd.DataFrame] | None = None) -> pd.DataFrame:
+    """Validated, *trusted* host rows of ``files`` (schema ``host_latency``), with ``source_file``,
+    ``check`` and ``check_reason`` columns.
 
+    Rows whose restriction check (:mod:`traintime.emulation.trust`) failed or was skipped are
+    dropped here, so they reach no table; they are appended to ``excluded`` when a list is given.
     Rows repeating a key already read from an earlier file are dropped (earlier folders win) with
     a warning. Synthetic rows are refused unless ``allow_synthetic``. No file: empty frame.
     """
+    from traintime.emulation.trust import trusted
     from traintime.core.specs import canonical_gpu
 
     frames = []
@@ -158,9 +163,13 @@ def load_host_rows(files: Sequence[str], allow_synthetic: bool = False) -> pd.Da
             raise SchemaError(f"{f}: contains synthetic rows (synthetic=True); measurements only")
         df["host_gpu"] = [canonical_gpu(g) for g in df["host_gpu"]]
         df["source_file"] = str(f)
-        frames.append(df)
+        df, bad = trusted(df, source=str(f))
+        if excluded is not None and not bad.empty:
+            excluded.append(bad)
+        if not df.empty:
+            frames.append(df)
     if not frames:
-        return pd.DataFrame(columns=[*HOST_LATENCY.names, "source_file"])
+        return pd.DataFrame(columns=[*HOST_LATENCY.names, "source_file", "check_reason"])
     out = pd.concat(frames, ignore_index=True)
     dup = out.duplicated(list(HOST_LATENCY.key), keep="first")
     if dup.any():
@@ -170,11 +179,14 @@ def load_host_rows(files: Sequence[str], allow_synthetic: bool = False) -> pd.Da
 
 
 def read_host_table(path: str | os.PathLike[str]) -> pd.DataFrame:
-    """The merged host table written by rule emulation_measurements (header only = no rows)."""
+    """The merged host table written by rule emulation_measurements (header only = no rows);
+    untrusted rows (restriction check failed or skipped) are dropped here too."""
     df = read_csv(path)
     if df.empty:
         return pd.DataFrame(columns=[*HOST_LATENCY.names, "source_file"])
-    return HOST_LATENCY.validate(df, source=str(path))
+    from traintime.emulation.trust import trusted
+
+    return trusted(HOST_LATENCY.validate(df, source=str(path)), source=str(path))[0]
 
 
 # --------------------------------------------------------------------------------------------
