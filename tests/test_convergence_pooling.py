@@ -99,6 +99,21 @@ def test_physical_features_and_monotone_xgb() -> None:
 
 
 def test_registered_in_estimators() -> None:
-    for name in ("partial_pooling", "pooled_loglinear", "xgb_monotone"):
+    for name in ("partial_pooling", "pooled_loglinear", "xgb_monotone", "pooled_or_xgb"):
         assert name in ESTIMATORS
         make_estimator(name)
+
+
+def test_pooled_or_xgb_routes_unseen_models_to_the_feature_model() -> None:
+    from traintime.chronos.convergence_pooling import SeenOrFeatures
+
+    rng = np.random.default_rng(3)
+    n = 60
+    rows = pd.DataFrame({"model": rng.choice(["a", "b"], n), "dataset": "x", "optimizer": "SGD",
+                         "learning_rate": rng.choice([1e-3, 2e-3], n), "batch_size": rng.choice([32, 64], n),
+                         "dataset_size": 5000, "param_count": rng.choice([1000, 5000], n), "num_classes": 10})
+    y = rng.integers(5, 40, n).astype(float)
+    est = SeenOrFeatures(random_state=0).fit(rows, y)
+    new = rows.iloc[:2].assign(model="unseen")
+    np.testing.assert_allclose(est.predict(new), est.features_.predict(new))
+    np.testing.assert_allclose(est.predict(rows.iloc[:2]), est.pooled_.predict(rows.iloc[:2]))

@@ -32,7 +32,7 @@ Estimators (:data:`ESTIMATORS`):
 ``group_median``
     Median T_conv of the training rows with the same (model, dataset, optimizer), else the median
     of all training rows.
-``partial_pooling``, ``pooled_loglinear``, ``xgb_monotone``
+``partial_pooling``, ``pooled_loglinear``, ``xgb_monotone``, ``pooled_or_xgb``
     Issue 14's baseline and learned models: see :mod:`traintime.chronos.convergence_pooling`.
 
 What the released feature set keeps (per family, after dropping constant numeric columns):
@@ -67,7 +67,7 @@ from sklearn.linear_model import LinearRegression
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
-from traintime.chronos.convergence_pooling import FeatureXGB, PartialPooling, PooledLogLinear
+from traintime.chronos.convergence_pooling import FeatureXGB, PartialPooling, PooledLogLinear, SeenOrFeatures
 from traintime.core.errors import SchemaError, unknown_name
 from traintime.data.chronos_convergence import PROBE_COLUMNS
 
@@ -341,6 +341,8 @@ ESTIMATORS: dict[str, EstimatorSpec] = {s.name: s for s in (
                   lambda rs, nj: PooledLogLinear(), False),
     EstimatorSpec("xgb_monotone", "XGBoost on physical features (no identifiers, no probe), monotone constraints",
                   lambda rs, nj: FeatureXGB(True, random_state=rs, n_jobs=nj), True),
+    EstimatorSpec("pooled_or_xgb", "pooled_loglinear for a seen (model, dataset), xgb_monotone otherwise",
+                  lambda rs, nj: SeenOrFeatures(random_state=rs, n_jobs=nj), True),
 )}
 
 
