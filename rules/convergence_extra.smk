@@ -44,6 +44,8 @@ rule convergence_seed_tables:
         curve_md=f"{TABLES}/convergence_curve_extrapolation.md",
         coverage_csv=f"{TABLES}/convergence_interval_coverage.csv",
         coverage_md=f"{TABLES}/convergence_interval_coverage.md",
+        versus_csv=f"{TABLES}/convergence_vs_pooling.csv",
+        versus_md=f"{TABLES}/convergence_vs_pooling.md",
     params:
         ks=[1, 2, 3, 5],
         coverage=0.9,
@@ -60,5 +62,6 @@ ALL_TARGETS.extend(
         f"{TABLES}/convergence_seed_spread.csv",
         f"{TABLES}/convergence_curve_extrapolation.csv",
         f"{TABLES}/convergence_interval_coverage.csv",
+        f"{TABLES}/convergence_vs_pooling.csv",
     ]
 )

@@ -106,3 +106,16 @@ def test_interval_coverage_uses_only_other_folds() -> None:
     assert cov["coverage_pct"].iloc[0] == 0.0
     wide = interval_coverage(preds, seed_log_sd=0.5, coverage=0.9).set_index("interval")
     assert wide.loc["residual+seed", "coverage_pct"] == 100.0
+
+
+def test_seed_noise_floor_and_versus_baseline() -> None:
+    from traintime.chronos.convergence_noise import seed_noise_floor, versus_baseline
+
+    runs = pd.DataFrame(dict(run_id=["a"] * 3, seed=[0, 1, 2], epochs_to_converge=[10, 20, 40]))
+    # leave-one-out medians: 30, 25, 15 -> APE 200, 25, 62.5
+    assert seed_noise_floor(runs) == pytest.approx((200 + 25 + 62.5) / 3)
+    summ = pd.DataFrame(dict(protocol="cv", method=["partial_pooling", "m", "m"], seed=[0, 0, 1],
+                             avg_model_mape_pct=[22.0, 18.0, 20.0]))
+    vs = versus_baseline(summ).set_index("method")
+    assert vs.loc["m", "better_than_baseline_by"] == pytest.approx(3.0)
+    assert bool(vs.loc["m", "clears_margin"]) and not bool(vs.loc["m", "meets_target"])

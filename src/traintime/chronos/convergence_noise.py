@@ -151,3 +151,35 @@ def curve_summary(errors: pd.DataFrame) -> pd.DataFrame:
         ape.append(100 * abs(p - r.epochs_measured) / r.epochs_measured)
     out["no_curve_median_mape_pct"] = float(np.nanmean(ape)) if ape else float("nan")
     return out
+
+
+def seed_noise_floor(runs: pd.DataFrame) -> float:
+    """MAPE (%) of predicting each seed's T_conv by the median T_conv of the *other* seeds of the same
+    configuration: the error a perfect configuration-level model would still make because of seed
+    noise (configurations with >= 2 seeds)."""
+    ape = []
+    for _, g in runs.groupby("run_id"):
+        t = g["epochs_to_converge"].to_numpy(dtype=float)
+        for i in range(len(t)):
+            if len(t) > 1:
+                ape.append(100 * abs(np.median(np.delete(t, i)) - t[i]) / t[i])
+    return float(np.mean(ape)) if ape else float("nan")
+
+
+def versus_baseline(summary: pd.DataFrame, baseline: str = "partial_pooling", margin: float = 3.0,
+                    targets: dict[str, float] | None = None) -> pd.DataFrame:
+    """Per protocol and method: nine-model average MAPE (mean over seeds), its gap to ``baseline``
+    (positive: better than the baseline) and whether it clears ``margin`` points, and the issue's
+    target for the protocol where one is set. ``summary``: :func:`summary_seed_metrics` rows."""
+    targets = targets if targets is not None else {"cv": 18.0, "lomo": 25.0}
+    m = summary.groupby(["protocol", "method"], sort=False)["avg_model_mape_pct"].agg(["mean", "std", "size"])
+    rows = []
+    for (protocol, method), r in m.iterrows():
+        base = m.loc[(protocol, baseline), "mean"] if (protocol, baseline) in m.index else float("nan")
+        gap = float(base - r["mean"])
+        rows.append(dict(protocol=protocol, method=method, n_seeds=int(r["size"]), avg_model_mape_pct=float(r["mean"]),
+                         sd_pct=float(r["std"]) if r["size"] > 1 else float("nan"),
+                         baseline_mape_pct=float(base), better_than_baseline_by=gap,
+                         clears_margin=bool(gap >= margin), target_pct=targets.get(protocol, float("nan")),
+                         meets_target=bool(r["mean"] <= targets[protocol]) if protocol in targets else None))
+    return pd.DataFrame(rows)
