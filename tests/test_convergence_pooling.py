@@ -99,7 +99,7 @@ def test_physical_features_and_monotone_xgb() -> None:
 
 
 def test_registered_in_estimators() -> None:
-    for name in ("partial_pooling", "pooled_loglinear", "xgb_monotone", "pooled_or_xgb"):
+    for name in ("partial_pooling", "pooled_loglinear", "xgb_monotone", "xgb_probe", "pooled_or_xgb"):
         assert name in ESTIMATORS
         make_estimator(name)
 

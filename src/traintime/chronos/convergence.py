@@ -32,7 +32,7 @@ Estimators (:data:`ESTIMATORS`):
 ``group_median``
     Median T_conv of the training rows with the same (model, dataset, optimizer), else the median
     of all training rows.
-``partial_pooling``, ``pooled_loglinear``, ``xgb_monotone``, ``pooled_or_xgb``
+``partial_pooling``, ``pooled_loglinear``, ``xgb_monotone``, ``xgb_probe``, ``pooled_or_xgb``
     Issue 14's baseline and learned models: see :mod:`traintime.chronos.convergence_pooling`.
 
 What the released feature set keeps (per family, after dropping constant numeric columns):
@@ -341,6 +341,8 @@ ESTIMATORS: dict[str, EstimatorSpec] = {s.name: s for s in (
                   lambda rs, nj: PooledLogLinear(), False),
     EstimatorSpec("xgb_monotone", "XGBoost on physical features (no identifiers, no probe), monotone constraints",
                   lambda rs, nj: FeatureXGB(True, random_state=rs, n_jobs=nj), True),
+    EstimatorSpec("xgb_probe", "xgb_monotone + the released probe columns (probe ablation)",
+                  lambda rs, nj: FeatureXGB(True, random_state=rs, n_jobs=nj, probe=True), True),
     EstimatorSpec("pooled_or_xgb", "pooled_loglinear for a seen (model, dataset), xgb_monotone otherwise",
                   lambda rs, nj: SeenOrFeatures(random_state=rs, n_jobs=nj), True),
 )}

@@ -149,7 +149,7 @@ def curve_summary(errors: pd.DataFrame) -> pd.DataFrame:
         other = base[base["run_id"] != r.run_id]["epochs_measured"]
         p = float(np.median(other)) if len(other) else float("nan")
         ape.append(100 * abs(p - r.epochs_measured) / r.epochs_measured)
-    out["no_curve_median_mape_pct"] = float(np.nanmean(ape)) if ape else float("nan")
+    out["no_curve_median_mape_pct"] = float(np.nanmean(ape)) if np.isfinite(ape).any() else float("nan")
     return out
 
 

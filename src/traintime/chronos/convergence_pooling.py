@@ -25,6 +25,10 @@ Every class takes canonical ``convergence`` rows (see
     and log10 batch size (a fixed-effects estimator: OLS on deviations from the group means of the
     finest level, so the slopes are learned from how the 9 runs of a group differ, which the lookup
     table ignores), one slope pair per optimizer when each optimizer has enough runs.
+``xgb_probe``
+    ``xgb_monotone`` plus the released probe columns ``gradient_norm_log10`` and
+    ``initial_loss_log10`` (``ntk_trace_proxy_log10`` is exactly twice the first): the probe ablation
+    on the new feature set, same folds and seeds.
 ``pooled_or_xgb`` (:class:`SeenOrFeatures`)
     ``pooled_loglinear`` where the (model, dataset) was seen in training, ``xgb_monotone`` otherwise.
 ``xgb_monotone`` (:class:`FeatureXGB`)
@@ -268,15 +272,23 @@ class FeatureXGB(BaseEstimator, RegressorMixin):
     Features all-NaN or constant in the training rows are dropped (their constraint with them).
     """
 
-    def __init__(self, monotone: bool = True, random_state: int = 42, n_jobs: int = 1) -> None:
+    def __init__(self, monotone: bool = True, random_state: int = 42, n_jobs: int = 1, probe: bool = False) -> None:
         self.monotone = monotone
         self.random_state = random_state
         self.n_jobs = n_jobs
+        self.probe = probe
+
+    def _frame(self, rows: pd.DataFrame) -> pd.DataFrame:
+        X = physical_features(rows)
+        if self.probe:  # the released probe columns (ablation ``xgb_probe``)
+            for c in ("gradient_norm_log10", "initial_loss_log10"):
+                X[c] = _num(rows, c)
+        return X
 
     def fit(self, rows: pd.DataFrame, y: Sequence[float]) -> "FeatureXGB":
         from xgboost import XGBRegressor
 
-        X = physical_features(rows)
+        X = self._frame(rows)
         self.features_ = [c for c in X.columns if X[c].notna().any() and X[c].nunique(dropna=True) > 1]
         cons = tuple(MONOTONE.get(c, 0) if self.monotone else 0 for c in self.features_)
         self.model_ = XGBRegressor(**XGB_MONOTONE_PARAMS, monotone_constraints=cons, random_state=self.random_state,
@@ -285,7 +297,7 @@ class FeatureXGB(BaseEstimator, RegressorMixin):
         return self
 
     def predict(self, rows: pd.DataFrame) -> np.ndarray:
-        X = physical_features(rows)
+        X = self._frame(rows)
         return np.power(10.0, self.model_.predict(X[self.features_].to_numpy()).astype(float))
 
 
