@@ -99,7 +99,7 @@ def test_physical_features_and_monotone_xgb() -> None:
 
 
 def test_registered_in_estimators() -> None:
-    for name in ("partial_pooling", "pooled_loglinear", "xgb_monotone", "xgb_probe", "pooled_or_xgb"):
+    for name in ("partial_pooling", "pooled_loglinear", "xgb_monotone", "xgb_probe", "pooled_or_xgb", "ntk_guided_per_model"):
         assert name in ESTIMATORS
         make_estimator(name)
 
@@ -117,3 +117,20 @@ def test_pooled_or_xgb_routes_unseen_models_to_the_feature_model() -> None:
     new = rows.iloc[:2].assign(model="unseen")
     np.testing.assert_allclose(est.predict(new), est.features_.predict(new))
     np.testing.assert_allclose(est.predict(rows.iloc[:2]), est.pooled_.predict(rows.iloc[:2]))
+
+
+def test_ntk_guided_per_model_recovers_intercepts_and_slope() -> None:
+    from traintime.chronos.convergence import NTKGuided
+    from traintime.chronos.convergence_pooling import NTKGuidedPerModel
+
+    rng = np.random.default_rng(5)
+    n = 40
+    rows = pd.DataFrame({"model": rng.choice(["a", "b"], n), "learning_rate": rng.choice([1e-3, 2e-3], n),
+                         "ntk_trace_proxy_log10": rng.uniform(-1, 1, n), "dataset_size": rng.choice([1e4, 5e4], n),
+                         "batch_size": rng.choice([32, 64], n)})
+    s = NTKGuided.signal_log10(rows)
+    z = np.where(rows["model"] == "a", 1.0, 1.5) - 0.2 * s
+    est = NTKGuidedPerModel().fit(rows, 10 ** z)
+    np.testing.assert_allclose(est.predict(rows), 10 ** z, rtol=1e-9)
+    unseen = rows.iloc[:3].assign(model="c")
+    np.testing.assert_allclose(est.predict(unseen), 10 ** est.plain_.predict(s[:3, None]), rtol=1e-9)

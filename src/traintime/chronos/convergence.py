@@ -32,7 +32,7 @@ Estimators (:data:`ESTIMATORS`):
 ``group_median``
     Median T_conv of the training rows with the same (model, dataset, optimizer), else the median
     of all training rows.
-``partial_pooling``, ``pooled_loglinear``, ``xgb_monotone``, ``xgb_probe``, ``pooled_or_xgb``
+``partial_pooling``, ``pooled_loglinear``, ``xgb_monotone``, ``xgb_probe``, ``ntk_guided_per_model``, ``pooled_or_xgb``
     Issue 14's baseline and learned models: see :mod:`traintime.chronos.convergence_pooling`.
 
 What the released feature set keeps (per family, after dropping constant numeric columns):
@@ -67,7 +67,7 @@ from sklearn.linear_model import LinearRegression
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
-from traintime.chronos.convergence_pooling import FeatureXGB, PartialPooling, PooledLogLinear, SeenOrFeatures
+from traintime.chronos.convergence_pooling import FeatureXGB, NTKGuidedPerModel, PartialPooling, PooledLogLinear, SeenOrFeatures
 from traintime.core.errors import SchemaError, unknown_name
 from traintime.data.chronos_convergence import PROBE_COLUMNS
 
@@ -343,6 +343,8 @@ ESTIMATORS: dict[str, EstimatorSpec] = {s.name: s for s in (
                   lambda rs, nj: FeatureXGB(True, random_state=rs, n_jobs=nj), True),
     EstimatorSpec("xgb_probe", "xgb_monotone + the released probe columns (probe ablation)",
                   lambda rs, nj: FeatureXGB(True, random_state=rs, n_jobs=nj, probe=True), True),
+    EstimatorSpec("ntk_guided_per_model", "ntk_guided with one intercept per model (gap probe)",
+                  lambda rs, nj: NTKGuidedPerModel(), False),
     EstimatorSpec("pooled_or_xgb", "pooled_loglinear for a seen (model, dataset), xgb_monotone otherwise",
                   lambda rs, nj: SeenOrFeatures(random_state=rs, n_jobs=nj), True),
 )}
