@@ -13,6 +13,8 @@ CX_SEED_RUNS = [
 
 rule convergence_seed_run:
     """One (configuration, training seed) of the seed study to early stopping -> row + validation curve."""
+    input:
+        lib=lib("convergence_seed_run"),
     output:
         row=f"{COL_DIR}/convergence_seeds/{{seedrun}}.csv",
         curve=f"{COL_DIR}/convergence_seeds/{{seedrun}}_curve.csv",
@@ -23,8 +25,10 @@ rule convergence_seed_run:
     threads: 1
     log:
         f"{LOGS}/convergence/seed_run_{{seedrun}}.log",
+    benchmark:
+        bench(f"{LOGS}/convergence/seed_run_{{seedrun}}.log")
     conda:
-        env("collect")
+        env("torch")
     script:
         "../workflow_scripts/convergence_seed_run.py"
 
@@ -35,6 +39,7 @@ rule convergence_seed_tables:
         rows=expand(f"{COL_DIR}/convergence_seeds/{{seedrun}}.csv", seedrun=CX_SEED_RUNS),
         curves=expand(f"{COL_DIR}/convergence_seeds/{{seedrun}}_curve.csv", seedrun=CX_SEED_RUNS),
         predictions=expand(f"{DATA}/convergence_predictions/{{method}}.csv", method=CONV["methods"]),
+        lib=lib("convergence_seed_tables"),
     output:
         runs=f"{DATA}/local_convergence_seed_runs.csv",
         curves=f"{DATA}/local_convergence_seed_curves.csv",
@@ -51,8 +56,10 @@ rule convergence_seed_tables:
         coverage=0.9,
     log:
         f"{LOGS}/convergence/seed_tables.log",
+    benchmark:
+        bench(f"{LOGS}/convergence/seed_tables.log")
     conda:
-        env("chronos")
+        env("analysis")
     script:
         "../workflow_scripts/convergence_seed_tables.py"
 
