@@ -65,7 +65,7 @@ def test_roofline_is_a_step_time_model_and_fit_calibrates() -> None:
     rows = step_rows(w, gpu_rows(GPUS))
     truth = RooflineStepTime(compute_efficiency=0.2, memory_efficiency=0.3).predict(rows)
     fitted = RooflineStepTime().fit(rows, truth)
-    assert np.allclose(fitted.predict(rows), truth, rtol=1e-6) and "fitted" in fitted.label
+    assert np.allclose(fitted.predict(rows), truth, rtol=1e-4) and "fitted" in fitted.label
 
 
 def test_batch_outside_training_range_and_unseen_family_warn(tmp_path) -> None:

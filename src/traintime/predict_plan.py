@@ -10,9 +10,9 @@ here, labelled in the output).
 
 Intervals (split conformal, :mod:`traintime.chronos.conformal`):
 
-* step: leave-one-GPU-out residuals of the step model against the measured step times of
-  ``<data_dir>/iteration.csv`` (the efficiencies are refitted without the held-out GPU), grouped by GPU;
-  the release's step time includes DataLoader wait, so the interval is conservative for compute time;
+* step: leave-one-GPU-out residuals of the step model against the measured compute times of
+  ``<data_dir>/iteration.csv`` (``compute_time_ms``: loader wait excluded; ``step_time_ms`` where a table
+  lacks it), the efficiencies refitted without the held-out GPU, grouped by GPU;
 * epochs: out-of-fold predictions of the convergence method (``convergence_predictions/<method>.csv``,
   protocol ``lomo``), grouped by model;
 * seed spread: the coverage quantile of the across-seed standard deviation of log epochs
@@ -50,18 +50,35 @@ class PlanContext:
     notes: list[str] = field(default_factory=list)
 
 
+#: measured column the step model is calibrated / checked against: compute time where the table has it
+def measured_compute_ms(table: pd.DataFrame) -> tuple[pd.Series, str]:
+    """``compute_time_ms`` (release: forward + backward + optimizer, loader wait excluded) where present,
+    else ``step_time_ms`` (includes DataLoader wait); the name of the column used."""
+    if "compute_time_ms" in table.columns and pd.to_numeric(table["compute_time_ms"], errors="coerce").gt(0).any():
+        return pd.to_numeric(table["compute_time_ms"], errors="coerce"), "compute_time_ms"
+    return pd.to_numeric(table["step_time_ms"], errors="coerce"), "step_time_ms (includes loader wait)"
+
+
 def _iteration_step_rows(table: pd.DataFrame, specs: pd.DataFrame) -> pd.DataFrame:
-    """Measured ``iteration`` rows -> step-model rows (release columns mapped to ours)."""
-    t = table[(table.get("status", "ok") == "ok") & table["step_time_ms"].gt(0)].copy()
-    t = t.merge(specs[["gpu", "fp32_gflops", "fp16_gflops", "memory_bandwidth_gbps"]], on="gpu",
-                how="inner", suffixes=("_x", ""))
+    """Measured ``iteration`` rows -> step-model rows (release columns mapped to ours) with ``measured_ms``."""
+    t = table.copy()
+    if "status" in t.columns:
+        t = t[t["status"] == "ok"]
+    t["measured_ms"], t.attrs["measured"] = measured_compute_ms(t)
+    t = t[t["measured_ms"].gt(0)]
+    t = t.drop(columns=[c for c in ("fp32_gflops", "fp16_gflops", "memory_bandwidth_gbps") if c in t.columns])
+    t = t.merge(specs[["gpu", "fp32_gflops", "fp16_gflops", "memory_bandwidth_gbps"]].drop_duplicates("gpu"),
+                on="gpu", how="inner")
     t["precision"] = np.where(pd.to_numeric(t["precision_bits"], errors="coerce") == 16, "16", "32")
     t["act_bytes_per_sample"] = pd.to_numeric(t.get("act_bytes_per_sample_proxy"), errors="coerce").fillna(0)
-    t["layers"] = sum(pd.to_numeric(t.get(c, 0), errors="coerce").fillna(0) for c in ("depth", "bn_layers",
-                                                                                     "act_layers"))
-    for c in ("param_bytes", "grad_bytes", "optimizer_state_bytes", "flops_train_per_batch"):
+    t["layers"] = sum(pd.to_numeric(t[c], errors="coerce").fillna(0) if c in t.columns else 0
+                      for c in ("depth", "bn_layers", "act_layers"))
+    for c in ("param_bytes", "optimizer_state_bytes", "flops_train_per_batch"):
         t[c] = pd.to_numeric(t.get(c), errors="coerce")
-    return t.dropna(subset=["flops_train_per_batch", "param_bytes", "memory_bandwidth_gbps", "fp32_gflops"])
+    t["grad_bytes"] = pd.to_numeric(t["grad_bytes"], errors="coerce") if "grad_bytes" in t.columns else t["param_bytes"]
+    out = t.dropna(subset=["flops_train_per_batch", "param_bytes", "memory_bandwidth_gbps", "fp32_gflops"])
+    out.attrs["measured"] = measured_compute_ms(table)[1]
+    return out
 
 
 def step_conformal(step_model: Any, data_dir: Path, specs: pd.DataFrame, family: str,
@@ -79,14 +96,14 @@ def step_conformal(step_model: Any, data_dir: Path, specs: pd.DataFrame, family:
     if rows["gpu"].nunique() < 3 or not hasattr(step_model, "fit"):
         return float("nan"), f"step interval: none (fewer than 3 GPUs of {family} rows, or a model without fit)"
     preds = np.empty(len(rows))
-    y = rows["step_time_ms"].to_numpy(dtype=float)
+    y = rows["measured_ms"].to_numpy(dtype=float)
     for g in rows["gpu"].unique():
         test = (rows["gpu"] == g).to_numpy()
         m = clone(step_model).fit(rows[~test], y[~test])
         preds[test] = m.predict(rows[test])
     cp = SplitConformal(coverage).fit(y, preds, rows["gpu"].to_numpy())
     return cp.log_halfwidth, (f"step interval: split conformal on leave-one-GPU-out residuals of {len(rows)} "
-                              f"{family} rows ({cp.n_groups_} GPUs; measured step times include loader wait)")
+                              f"{family} rows ({cp.n_groups_} GPUs; against {rows.attrs.get('measured', 'measured')})")
 
 
 def epochs_conformal(data_dir: Path, method: str, family: str, coverage: float) -> tuple[float, float, str]:

@@ -101,8 +101,8 @@ def default_step_model(data_dir: Path, family: str, specs_rows: pd.DataFrame) ->
         rows = _iteration_step_rows(read_csv(path), specs_rows)
         rows = rows[rows["family"] == family]
         if len(rows):
-            m.fit(rows, rows["step_time_ms"])
-            return m, f"{m.label} on {len(rows)} {family} rows of {path} (their step times include loader wait)"
+            m.fit(rows, rows["measured_ms"])
+            return m, f"{m.label} on {len(rows)} {family} rows of {path} ({rows.attrs.get('measured')})"
     return m, f"{m.label}; not calibrated ({path} not found)"
 
 

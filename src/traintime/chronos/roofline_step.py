@@ -17,8 +17,9 @@ hosts. The model is deliberately simple and physically monotone:
   data, backward weight), a per-step floor independent of batch.
 
 The three constants (``compute_efficiency``, ``memory_efficiency``, ``launch_us``) are **assumed
-nominal values, not fitted** (0.40, 0.60, 5 us) unless :meth:`fit` calibrates the two efficiencies
-on measured compute times (median of roofline / measured per regime). The output names the source.
+nominal values, not fitted** (0.40, 0.60, 5 us) unless :meth:`fit` calibrates them on measured compute
+times (least squares in log space). The output names the source. Whatever the constants, the estimate
+grows with batch (FLOPs and activation bytes are linear in it) and orders GPUs by peak and bandwidth.
 
 Any object with ``predict(rows) -> ms`` and a ``label`` attribute can replace this one in
 :class:`traintime.predict.TrainingTimePredictor` (``step_model=``): see :class:`StepTimeModel`.
@@ -99,17 +100,28 @@ class RooflineStepTime(RegressorMixin, BaseEstimator):
         }, index=rows.index)
 
     def fit(self, rows: pd.DataFrame, y_ms: Any) -> RooflineStepTime:
-        """Calibrate the two efficiencies: median of unit-efficiency term / (measured - launch) over the
-        rows where that term dominates."""
+        """Calibrate the three constants on measured compute times: minimise the mean squared log error
+        over log(compute_efficiency), log(memory_efficiency), log(launch_us) (Nelder-Mead from the
+        current values; efficiencies kept in (0, 1])."""
+        from scipy.optimize import minimize
+
         t = self.terms(rows)
-        y = np.asarray(y_ms, dtype=float) - t["launch_ms"].to_numpy()
-        ok = y > 0
-        comp = ok & (t["compute_ms"] >= t["memory_ms"]).to_numpy()
-        mem = ok & ~comp
-        if comp.any():
-            self.compute_efficiency = float(np.clip(np.median(t["compute_ms"].to_numpy()[comp] / y[comp]), 1e-3, 1))
-        if mem.any():
-            self.memory_efficiency = float(np.clip(np.median(t["memory_ms"].to_numpy()[mem] / y[mem]), 1e-3, 1))
+        y = np.asarray(y_ms, dtype=float)
+        ok = (y > 0) & np.isfinite(t.to_numpy()).all(axis=1)
+        comp, mem = t["compute_ms"].to_numpy()[ok], t["memory_ms"].to_numpy()[ok]
+        launch1 = t["launch_ms"].to_numpy()[ok] / self.launch_us  # per microsecond of launch cost
+        ly = np.log(y[ok])
+
+        def loss(theta: np.ndarray) -> float:
+            ce, me = np.exp(np.minimum(theta[:2], 0.0))
+            pred = launch1 * np.exp(theta[2]) + np.maximum(comp / ce, mem / me)
+            return float(np.mean((np.log(pred) - ly) ** 2))
+
+        x0 = np.log([self.compute_efficiency, self.memory_efficiency, max(self.launch_us, 1e-3)])
+        res = minimize(loss, x0, method="Nelder-Mead", options={"maxiter": 2000, "xatol": 1e-4, "fatol": 1e-8})
+        ce, me = np.exp(np.minimum(res.x[:2], 0.0))
+        self.compute_efficiency, self.memory_efficiency = float(ce), float(me)
+        self.launch_us = float(np.exp(res.x[2]))
         self.fitted_ = True
         return self
 
