@@ -13,6 +13,7 @@ include: "rules/chronos_convergence.smk"
 include: "rules/collect.smk"
 include: "rules/emulation.smk"
 include: "rules/emulation_host.smk"
+include: "rules/predict.smk"
 include: "rules/report.smk"
 
 

@@ -8,7 +8,9 @@ wait as its own column: ``loader_ms = max(0, batch x sample_ms x (px / 224)^2 / 
 assumed per-sample decode + augment cost ``sample_ms`` (1.0 ms at 224 px on one CPU core; not measured
 here, labelled in the output).
 
-Intervals (split conformal, :mod:`traintime.chronos.conformal`):
+Intervals (split conformal, :mod:`traintime.chronos.conformal`, group-weighted empirical quantile without the
+finite-sample correction -- with 10 GPUs / 3-4 models per family the corrected quantile is the largest
+residual or infinite; ``results/tables/predict_interval_coverage.*`` reports the measured coverage of both):
 
 * step: leave-one-GPU-out residuals of the step model against the measured compute times of
   ``<data_dir>/iteration.csv`` (``compute_time_ms``: loader wait excluded; ``step_time_ms`` where a table
@@ -81,27 +83,16 @@ def _iteration_step_rows(table: pd.DataFrame, specs: pd.DataFrame) -> pd.DataFra
     return out
 
 
-def step_conformal(step_model: Any, data_dir: Path, specs: pd.DataFrame, family: str,
-                   coverage: float) -> tuple[float, str]:
-    """Log half-width of the step interval from leave-one-GPU-out residuals (see module doc)."""
-    path = data_dir / "iteration.csv"
-    if not path.exists():
-        return float("nan"), f"step interval: none ({path} not found)"
-    from sklearn.base import clone
-
-    from traintime.core.io import read_csv
-
-    rows = _iteration_step_rows(read_csv(path), specs)
-    rows = rows[rows["family"] == family]
+def step_conformal(step_model: Any, rows: pd.DataFrame, family: str, coverage: float) -> tuple[float, str]:
+    """Log half-width of the step interval from leave-one-GPU-out residuals of ``step_model`` (refitted
+    without each GPU) on step-model ``rows`` with ``measured_ms`` (see module doc)."""
     if rows["gpu"].nunique() < 3 or not hasattr(step_model, "fit"):
         return float("nan"), f"step interval: none (fewer than 3 GPUs of {family} rows, or a model without fit)"
-    preds = np.empty(len(rows))
-    y = rows["measured_ms"].to_numpy(dtype=float)
-    for g in rows["gpu"].unique():
-        test = (rows["gpu"] == g).to_numpy()
-        m = clone(step_model).fit(rows[~test], y[~test])
-        preds[test] = m.predict(rows[test])
-    cp = SplitConformal(coverage).fit(y, preds, rows["gpu"].to_numpy())
+    from traintime.chronos.roofline_calibration import logo_step_predictions
+
+    preds = logo_step_predictions(rows, step_model)
+    cp = SplitConformal(coverage, finite_sample=False).fit(rows["measured_ms"].to_numpy(dtype=float), preds,
+                                                          rows["gpu"].to_numpy())
     return cp.log_halfwidth, (f"step interval: split conformal on leave-one-GPU-out residuals of {len(rows)} "
                               f"{family} rows ({cp.n_groups_} GPUs; against {rows.attrs.get('measured', 'measured')})")
 
@@ -117,7 +108,8 @@ def epochs_conformal(data_dir: Path, method: str, family: str, coverage: float) 
         p = read_csv(path)
         p = p[(p["protocol"] == "lomo") & (p["family"] == family)]
         if len(p) and p["model"].nunique() >= 2:
-            cp = SplitConformal(coverage).fit(p["epochs_measured"], p["epochs_predicted"], p["model"])
+            cp = SplitConformal(coverage, finite_sample=False).fit(p["epochs_measured"], p["epochs_predicted"],
+                                                                  p["model"])
             q = cp.log_halfwidth
             notes.append(f"epochs interval: split conformal on leave-one-model-out residuals ({cp.n_groups_} models)")
     if q != q:

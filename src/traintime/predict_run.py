@@ -55,6 +55,8 @@ def add_predict_arguments(p: argparse.ArgumentParser) -> None:
     a("--plot", default=None, metavar="PNG", help="draw cost against time with interval bars")
     a("--output", default=None, help="also write the full table to this CSV file")
     a("--specs", default=None, help="project GPU table (default: the packaged one)")
+    a("--calibration", default=None,
+      help="roofline calibration JSON (default <models-dir>/steptime/roofline_calibration.json)")
 
 
 def _model_kwargs(pairs: list[str]) -> dict[str, Any]:
@@ -88,28 +90,49 @@ def select_gpus(gpu: str | None, gpus: str | None, all_gpus: bool, specs: str | 
     return out, head
 
 
-def default_step_model(data_dir: Path, family: str, specs_rows: pd.DataFrame) -> tuple[Any, str]:
-    """The roofline step model, calibrated on ``iteration.csv`` of ``family`` when present."""
+def default_step_model(models_dir: Path, data_dir: Path, family: str, specs_rows: pd.DataFrame,
+                       coverage: float, calibration: str | None = None) -> tuple[Any, float, list[str]]:
+    """(step model, step log half-width, notes): the roofline with the constants of
+    ``<models_dir>/steptime/roofline_calibration.json`` (rule predict_interval_coverage) when present, else
+    fitted now on ``<data_dir>/iteration.csv`` (slower), else the assumed constants (no interval)."""
+    from traintime.chronos.roofline_calibration import load_calibration, model_from_calibration
     from traintime.chronos.roofline_step import RooflineStepTime
-    from traintime.predict_plan import _iteration_step_rows
+    from traintime.predict_plan import _iteration_step_rows, step_conformal
 
+    cal_path = Path(calibration) if calibration else models_dir / "steptime" / "roofline_calibration.json"
+    cal = load_calibration(cal_path)
+    if cal is not None:
+        m = model_from_calibration(cal, family)
+        fam = cal.get("families", {}).get(family)
+        if m is not None and fam:
+            q = float(fam["step_log_halfwidth"]) if abs(float(cal.get("coverage", 0)) - coverage) < 1e-9 else float("nan")
+            notes = [f"step-time model: {m.label}, calibrated on {fam['rows']} {family} rows "
+                     f"({cal.get('measured_column')}; {cal_path}); leave-one-GPU-out MAPE {fam['logo_mape_pct']:.1f}%"]
+            notes.append("step interval: split conformal on leave-one-GPU-out residuals "
+                         f"({len(fam['gpus'])} GPUs)" if q == q else
+                         f"step interval: none (calibrated at coverage {cal.get('coverage')}, asked {coverage})")
+            return m, q, notes
     m = RooflineStepTime()
     path = data_dir / "iteration.csv"
     if path.exists():
         from traintime.core.io import read_csv
 
-        rows = _iteration_step_rows(read_csv(path), specs_rows)
+        table = read_csv(path, low_memory=False)
+        rows = _iteration_step_rows(table, specs_rows)
         rows = rows[rows["family"] == family]
         if len(rows):
             m.fit(rows, rows["measured_ms"])
-            return m, f"{m.label} on {len(rows)} {family} rows of {path} ({rows.attrs.get('measured')})"
-    return m, f"{m.label}; not calibrated ({path} not found)"
+            q, note = step_conformal(m, rows, family, coverage)
+            return m, q, [f"step-time model: {m.label} on {len(rows)} {family} rows of {path} "
+                          f"({rows.attrs.get('measured')}; fitted now, {cal_path} not found)", note]
+    return m, float("nan"), [f"step-time model: {m.label}; NOT calibrated ({cal_path} and {path} not found)",
+                             "step interval: none (no calibration data)"]
 
 
 def run_predict(args: argparse.Namespace, out: Any = None, err: Any = None) -> int:
     from traintime.core.gpudb import gpu_database
     from traintime.predict_output import sort_plan, text_table, to_json
-    from traintime.predict_plan import PlanContext, epochs_conformal, plan, step_conformal
+    from traintime.predict_plan import PlanContext, epochs_conformal, plan
     from traintime.predict_static import make_workload, training_range_warnings
 
     out = out or sys.stdout
@@ -124,21 +147,21 @@ def run_predict(args: argparse.Namespace, out: Any = None, err: Any = None) -> i
     gpus, head = select_gpus(args.gpu, args.gpus, args.all_gpus, args.specs)
     data_dir = Path(args.data_dir)
     kwargs = _model_kwargs(args.model_arg)
-    step_model, step_label = default_step_model(data_dir, w.family, gpu_database(args.specs))
-    ctx = PlanContext(coverage=args.coverage)
-    ctx.step_q, note = step_conformal(step_model, data_dir, gpu_database(args.specs), w.family, args.coverage)
-    ctx.notes.append(note)
+    step_model, step_q, step_notes = default_step_model(Path(args.models_dir), data_dir, w.family,
+                                                        gpu_database(args.specs), args.coverage, args.calibration)
+    ctx = PlanContext(coverage=args.coverage, step_q=step_q)
     info = [f"workload: {w.model} ({w.family}, {w.model_source}) on {w.dataset}, {w.input_px} px, "
             f"{w.num_classes} classes, {w.num_samples or 'unknown'} samples/epoch, batch {w.batch_size}, "
             f"{w.precision}-bit, {w.optimizer}",
             "step time shown: COMPUTE time (forward + backward + optimizer, data pipeline keeps up)"
             + (f"; loader_ms: modelled DataLoader wait with {args.workers} workers, added to epoch time"
                if args.workers else ""),
-            f"step-time model: {step_label}"]
+            *step_notes]
     epochs: float | None = None
     families: list[str] | None = None
     if args.epochs is not None:
         epochs = float(args.epochs)
+        ctx.epochs_q = ctx.seed_q = 0.0  # a given count carries no model error
         info.append(f"epochs: {epochs:g} as given (--epochs)")
     elif args.no_probe:
         info.append("epochs: not predicted (--no-probe); hours and cost need --epochs N")
