@@ -123,10 +123,12 @@ def epochs_conformal(data_dir: Path, method: str, family: str, coverage: float) 
         keys = [k for k in ("model", "dataset", "optimizer", "learning_rate", "batch_size", "precision_bits")
                 if k in c.columns]
         if len(c) and keys:
-            sd = c.assign(le=np.log(c["epochs_to_converge"])).groupby(keys)["le"].std().dropna()
+            sd = c.assign(le=np.log(c["epochs_to_converge"])).groupby(keys, dropna=False)["le"].std().dropna()
             if len(sd):
                 s = float(np.median(sd)) * NormalDist().inv_cdf((1 + coverage) / 2)
                 notes.append(f"seed spread: median across-seed sd of log epochs over {len(sd)} configurations")
+            else:
+                notes.append(f"seed spread: none (one seed per {family} configuration in {conv})")
     return q, s, "; ".join(notes)
 
 

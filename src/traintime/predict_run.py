@@ -47,6 +47,8 @@ def add_predict_arguments(p: argparse.ArgumentParser) -> None:
     a("--data-dir", default="results/data", help="canonical tables and out-of-fold predictions")
     a("--data-root", default="data", help="folder of the torchvision datasets (probe data)")
     a("--probe-dataset", default=None, help="probe on stand-in data (synthetic | digits)")
+    a("--probe-batch-size", type=int, default=None,
+      help="probe batch (default: --batch-size, as the run; a smaller one is faster and is labelled)")
     a("--device", default="auto", help="where the probe runs: auto, cpu, cuda[:i]")
     a("--coverage", type=float, default=0.9, help="nominal coverage of the intervals (default 0.9)")
     a("--model-arg", action="append", default=[], metavar="KEY=VALUE", help="model builder argument (repeatable)")
@@ -216,7 +218,8 @@ def _probe_epochs(args: argparse.Namespace, w: Any, kwargs: dict[str, Any]) -> t
                               data_dir=args.data_dir, probe_dataset=probe_ds, device=args.device,
                               data_root=args.data_root, coverage=args.coverage, model_kwargs=kwargs,
                               img_px=w.input_px, num_classes=w.num_classes, num_samples=w.num_samples,
-                              convergence_method=args.convergence_method)
+                              convergence_method=args.convergence_method,
+                              probe_batch_size=args.probe_batch_size)
     t0 = time.perf_counter()
     epochs = p.predict_number_of_epochs()
     wall = time.perf_counter() - t0
@@ -224,6 +227,8 @@ def _probe_epochs(args: argparse.Namespace, w: Any, kwargs: dict[str, Any]) -> t
     fams = p.trained_families()
     note = (f"epochs: convergence model {p.convergence_model_path} on a probe of {pr['probe_batch_size']} samples "
             f"at {w.input_px} px, {pr['probe_precision']}-bit, on {pr['device']} ({wall:.2f} s wall, probe pass {pr['probe_time_s']:.2f} s)")
+    if pr["probe_batch_size"] != w.batch_size:
+        note += f"; WARNING probe: batch {pr['probe_batch_size']} differs from the run's {w.batch_size} (--probe-batch-size)"
     if p.notes:
         note += "; " + "; ".join(p.notes)
     return epochs, fams, note
