@@ -127,7 +127,9 @@ def plot(df: pd.DataFrame, path: str, title: str = "") -> None:
         ax.set_yscale("log")
     ax.set_xlabel("training time (h)")
     ax.set_ylabel("cost (USD)")
-    ax.set_title(title, fontsize=9)
+    import textwrap
+
+    ax.set_title(textwrap.fill(title, 90), fontsize=8)
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=120)
