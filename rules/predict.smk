@@ -10,6 +10,7 @@ rule predict_interval_coverage:
     input:
         iteration=f"{DATA}/iteration.csv",
         convergence_predictions=f"{DATA}/convergence_predictions/{config['chronos_convergence']['final_method']}.csv",
+        lib=lib("predict_interval_coverage"),
     output:
         calibration=f"{RESULTS}/models/steptime/roofline_calibration.json",
         csv=f"{TABLES}/predict_interval_coverage.csv",
@@ -21,8 +22,10 @@ rule predict_interval_coverage:
     threads: 1
     log:
         f"{LOGS}/predict/interval_coverage.log",
+    benchmark:
+        bench(f"{LOGS}/predict/interval_coverage.log")
     conda:
-        env("collect")
+        env("analysis")
     script:
         "../workflow_scripts/predict_interval_coverage.py"
 

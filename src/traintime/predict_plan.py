@@ -35,6 +35,7 @@ import numpy as np
 import pandas as pd
 
 from traintime.chronos.conformal import SplitConformal, combine_log_halfwidths
+from traintime.chronos.roofline_calibration import iteration_step_rows as _iteration_step_rows  # noqa: F401
 from traintime.predict_static import Workload, step_rows
 
 #: assumed per-sample loader cost at 224 px on one worker (decode + augment), ms -- not measured
@@ -50,37 +51,6 @@ class PlanContext:
     epochs_q: float = float("nan")
     seed_q: float = float("nan")
     notes: list[str] = field(default_factory=list)
-
-
-#: measured column the step model is calibrated / checked against: compute time where the table has it
-def measured_compute_ms(table: pd.DataFrame) -> tuple[pd.Series, str]:
-    """``compute_time_ms`` (release: forward + backward + optimizer, loader wait excluded) where present,
-    else ``step_time_ms`` (includes DataLoader wait); the name of the column used."""
-    if "compute_time_ms" in table.columns and pd.to_numeric(table["compute_time_ms"], errors="coerce").gt(0).any():
-        return pd.to_numeric(table["compute_time_ms"], errors="coerce"), "compute_time_ms"
-    return pd.to_numeric(table["step_time_ms"], errors="coerce"), "step_time_ms (includes loader wait)"
-
-
-def _iteration_step_rows(table: pd.DataFrame, specs: pd.DataFrame) -> pd.DataFrame:
-    """Measured ``iteration`` rows -> step-model rows (release columns mapped to ours) with ``measured_ms``."""
-    t = table.copy()
-    if "status" in t.columns:
-        t = t[t["status"] == "ok"]
-    t["measured_ms"], t.attrs["measured"] = measured_compute_ms(t)
-    t = t[t["measured_ms"].gt(0)]
-    t = t.drop(columns=[c for c in ("fp32_gflops", "fp16_gflops", "memory_bandwidth_gbps") if c in t.columns])
-    t = t.merge(specs[["gpu", "fp32_gflops", "fp16_gflops", "memory_bandwidth_gbps"]].drop_duplicates("gpu"),
-                on="gpu", how="inner")
-    t["precision"] = np.where(pd.to_numeric(t["precision_bits"], errors="coerce") == 16, "16", "32")
-    t["act_bytes_per_sample"] = pd.to_numeric(t.get("act_bytes_per_sample_proxy"), errors="coerce").fillna(0)
-    t["layers"] = sum(pd.to_numeric(t[c], errors="coerce").fillna(0) if c in t.columns else 0
-                      for c in ("depth", "bn_layers", "act_layers"))
-    for c in ("param_bytes", "optimizer_state_bytes", "flops_train_per_batch"):
-        t[c] = pd.to_numeric(t.get(c), errors="coerce")
-    t["grad_bytes"] = pd.to_numeric(t["grad_bytes"], errors="coerce") if "grad_bytes" in t.columns else t["param_bytes"]
-    out = t.dropna(subset=["flops_train_per_batch", "param_bytes", "memory_bandwidth_gbps", "fp32_gflops"])
-    out.attrs["measured"] = measured_compute_ms(table)[1]
-    return out
 
 
 def step_conformal(step_model: Any, rows: pd.DataFrame, family: str, coverage: float) -> tuple[float, str]:

@@ -28,6 +28,37 @@ from traintime.chronos.roofline_step import RooflineStepTime
 from traintime.core.metrics import mape
 
 
+#: measured column the step model is calibrated / checked against: compute time where the table has it
+def measured_compute_ms(table: pd.DataFrame) -> tuple[pd.Series, str]:
+    """``compute_time_ms`` (release: forward + backward + optimizer, loader wait excluded) where present,
+    else ``step_time_ms`` (includes DataLoader wait); the name of the column used."""
+    if "compute_time_ms" in table.columns and pd.to_numeric(table["compute_time_ms"], errors="coerce").gt(0).any():
+        return pd.to_numeric(table["compute_time_ms"], errors="coerce"), "compute_time_ms"
+    return pd.to_numeric(table["step_time_ms"], errors="coerce"), "step_time_ms (includes loader wait)"
+
+
+def iteration_step_rows(table: pd.DataFrame, specs: pd.DataFrame) -> pd.DataFrame:
+    """Measured ``iteration`` rows -> step-model rows (release columns mapped to ours) with ``measured_ms``."""
+    t = table.copy()
+    if "status" in t.columns:
+        t = t[t["status"] == "ok"]
+    t["measured_ms"], t.attrs["measured"] = measured_compute_ms(t)
+    t = t[t["measured_ms"].gt(0)]
+    t = t.drop(columns=[c for c in ("fp32_gflops", "fp16_gflops", "memory_bandwidth_gbps") if c in t.columns])
+    t = t.merge(specs[["gpu", "fp32_gflops", "fp16_gflops", "memory_bandwidth_gbps"]].drop_duplicates("gpu"),
+                on="gpu", how="inner")
+    t["precision"] = np.where(pd.to_numeric(t["precision_bits"], errors="coerce") == 16, "16", "32")
+    t["act_bytes_per_sample"] = pd.to_numeric(t.get("act_bytes_per_sample_proxy"), errors="coerce").fillna(0)
+    t["layers"] = sum(pd.to_numeric(t[c], errors="coerce").fillna(0) if c in t.columns else 0
+                      for c in ("depth", "bn_layers", "act_layers"))
+    for c in ("param_bytes", "optimizer_state_bytes", "flops_train_per_batch"):
+        t[c] = pd.to_numeric(t.get(c), errors="coerce")
+    t["grad_bytes"] = pd.to_numeric(t["grad_bytes"], errors="coerce") if "grad_bytes" in t.columns else t["param_bytes"]
+    out = t.dropna(subset=["flops_train_per_batch", "param_bytes", "memory_bandwidth_gbps", "fp32_gflops"])
+    out.attrs["measured"] = measured_compute_ms(table)[1]
+    return out
+
+
 def logo_step_predictions(rows: pd.DataFrame, model: RooflineStepTime | None = None) -> np.ndarray:
     """Leave-one-GPU-out predictions of the roofline on step-model ``rows`` with ``measured_ms``."""
     from sklearn.base import clone
@@ -60,9 +91,7 @@ def calibrate(iteration: pd.DataFrame, specs: pd.DataFrame, coverage: float = 0.
               convergence_predictions: pd.DataFrame | None = None,
               method: str = "") -> tuple[dict[str, Any], pd.DataFrame]:
     """(calibration JSON: per family fitted constants + step log half-width, coverage table)."""
-    from traintime.predict_plan import _iteration_step_rows
-
-    rows = _iteration_step_rows(iteration, specs)
+    rows = iteration_step_rows(iteration, specs)
     measured = rows.attrs.get("measured", "")
     cal: dict[str, Any] = {"coverage": coverage, "measured_column": measured, "families": {}}
     table: list[dict[str, Any]] = []
