@@ -28,7 +28,9 @@ def test_bad_model_name_is_one_line_exit_2_no_traceback() -> None:
     (["predict", "--model", "resnet50", "--dataset", "cifar1000"], "unknown dataset 'cifar1000'"),
     (["predict", "--model", "resnet50", "--dataset", "cifar100", "--gpu", "T5"], "unknown GPU 'T5'"),
     (["predict", "--model", "resnet50", "--dataset", "cifar100", "--optimizer", "adamx"], "unknown optimizer"),
-    (["predict", "--model", "resnet50"], "required: --dataset"),
+    (["predict", "--model", "resnet50"], "give --dataset NAME, or --input-size PX and --num-classes K"),
+    (["predict", "--model", "resnet50", "--dataset", "cifar100", "--gpu", "A100"], "ambiguous"),
+    (["predict", "--model", "resnet50", "--dataset", "cifar100", "--precision", "8"], "precision '8'"),
     (["predict", "--model", "resnet50", "--dataset", "cifar100", "--models-dir", "/nonexistent"],
      "model file not found"),
     (["frobnicate"], "invalid choice"),
@@ -42,7 +44,7 @@ def test_other_user_errors(args: list[str], needle: str, capsys: pytest.CaptureF
 def test_gpus_lists_the_spec_table(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["gpus", "--csv"]) == 0
     out = capsys.readouterr().out.splitlines()
-    assert out[0].startswith("gpu,architecture")
+    assert out[0].startswith("gpu,architecture") and "price_date" in out[0]
     assert any(line.startswith("T4,") for line in out)
 
 

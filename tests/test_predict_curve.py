@@ -3,6 +3,8 @@ epochs estimate to the extrapolated early-stopping epoch."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
 import pytest
 from test_predict_api import _predictor, saved  # noqa: F401  (fixture)
@@ -33,19 +35,19 @@ def test_partial_curve_changes_the_epochs_estimate(saved) -> None:  # noqa: F811
 def test_cli_curve_option(saved, capsys: pytest.CaptureFixture[str]) -> None:  # noqa: F811
     models, data = saved
     base = ["predict", "--model", "mixer", "--dataset", "digits", "--optimizer", "adamw", "--batch-size", "32",
-            "--learning-rate", "0.001", "--gpu", "T4", "--models-dir", str(models), "--data-dir", str(data),
-            "--probe-batch-size", "8", "--device", "cpu", "--model-arg", "embed_dim=16", "--model-arg", "depth=1"]
-    assert main(base) == 0
-    without = capsys.readouterr().out
-    assert main([*base, "--curve", ",".join(map(str, CURVE))]) == 0
-    with_curve = capsys.readouterr().out
+            "--learning-rate", "0.001", "--gpus", "T4", "--models-dir", str(models), "--data-dir", str(data),
+            "--probe-batch-size", "8", "--device", "cpu", "--model-arg", "embed_dim=16", "--model-arg", "depth=1",
+            "--json"]
 
     def epochs(out: str) -> float:
-        line = next(x for x in out.splitlines() if x.startswith("epochs to converge:"))
-        return float(line.split()[3])
+        return float(json.loads(out)[0]["epochs"])
 
-    assert epochs(without) == 20.0
-    assert epochs(with_curve) == pytest.approx(predict_stop_epoch(CURVE, 5, 1e-4, 250))
-    assert main([*base, "--curve", "1.0,abc"]) == 2
+    assert main(base) == 0
+    without = epochs(capsys.readouterr().out)
+    assert main([*base, "--curve", ",".join(map(str, CURVE))]) == 0
+    with_curve = epochs(capsys.readouterr().out)
+    assert without == 20.0
+    assert with_curve == pytest.approx(predict_stop_epoch(CURVE, 5, 1e-4, 250))
+    assert main([*base, "--curve", "1.0,abc"]) != 0
     assert "--curve" in capsys.readouterr().err
-    assert np.isfinite(epochs(with_curve))
+    assert np.isfinite(with_curve)

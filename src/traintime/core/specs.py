@@ -49,6 +49,7 @@ GPU_SPECS = TableSchema(
         Column("price_per_hour_usd", "float", "on-demand price per GPU-hour, if known", min=0, nullable=True),
         Column("price_provider", "str", "where the price was seen", nullable=True),
         Column("price_date", "str", "when the price was seen", nullable=True),
+        Column("price_source", "str", "public page the price was read from (empty: no price)", nullable=True),
         Column("spec_source", "str", "source of the row"),
     ),
 )

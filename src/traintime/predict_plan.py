@@ -1,0 +1,154 @@
+"""Every GPU for one workload: compute step time (pluggable model), optional loader wait, epochs, hours, cost,
+conformal intervals, cost-time Pareto front. The engine behind ``traintime predict``.
+
+Step time shown by default is **compute time** (forward + backward + optimizer with a data pipeline that
+keeps up) from a :class:`~traintime.chronos.roofline_step.StepTimeModel` (default
+:class:`~traintime.chronos.roofline_step.RooflineStepTime`). ``workers=N`` adds a *modelled* DataLoader
+wait as its own column: ``loader_ms = max(0, batch x sample_ms x (px / 224)^2 / N - compute_ms)`` with an
+assumed per-sample decode + augment cost ``sample_ms`` (1.0 ms at 224 px on one CPU core; not measured
+here, labelled in the output).
+
+Intervals (split conformal, :mod:`traintime.chronos.conformal`, group-weighted empirical quantile without the
+finite-sample correction -- with 10 GPUs / 3-4 models per family the corrected quantile is the largest
+residual or infinite; ``results/tables/predict_interval_coverage.*`` reports the measured coverage of both):
+
+* step: leave-one-GPU-out residuals of the step model against the measured compute times of
+  ``<data_dir>/iteration.csv`` (``compute_time_ms``: loader wait excluded; ``step_time_ms`` where a table
+  lacks it), the efficiencies refitted without the held-out GPU, grouped by GPU;
+* epochs: out-of-fold predictions of the convergence method (``convergence_predictions/<method>.csv``,
+  protocol ``lomo``), grouped by model;
+* seed spread: the coverage quantile of the across-seed standard deviation of log epochs
+  (``convergence.csv``);
+* hours and cost: the three log half-widths in quadrature.
+Missing files leave the corresponding interval empty (NaN / null) and say so in ``notes``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from statistics import NormalDist
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from traintime.chronos.conformal import SplitConformal, combine_log_halfwidths
+from traintime.chronos.roofline_calibration import iteration_step_rows as _iteration_step_rows  # noqa: F401
+from traintime.predict_static import Workload, step_rows
+
+#: assumed per-sample loader cost at 224 px on one worker (decode + augment), ms -- not measured
+LOADER_SAMPLE_MS_224 = 1.0
+
+
+@dataclass
+class PlanContext:
+    """Intervals and labels shared by every GPU row."""
+
+    coverage: float = 0.9
+    step_q: float = float("nan")
+    epochs_q: float = float("nan")
+    seed_q: float = float("nan")
+    notes: list[str] = field(default_factory=list)
+
+
+def step_conformal(step_model: Any, rows: pd.DataFrame, family: str, coverage: float) -> tuple[float, str]:
+    """Log half-width of the step interval from leave-one-GPU-out residuals of ``step_model`` (refitted
+    without each GPU) on step-model ``rows`` with ``measured_ms`` (see module doc)."""
+    if rows["gpu"].nunique() < 3 or not hasattr(step_model, "fit"):
+        return float("nan"), f"step interval: none (fewer than 3 GPUs of {family} rows, or a model without fit)"
+    from traintime.chronos.roofline_calibration import logo_step_predictions
+
+    preds = logo_step_predictions(rows, step_model)
+    cp = SplitConformal(coverage, finite_sample=False).fit(rows["measured_ms"].to_numpy(dtype=float), preds,
+                                                          rows["gpu"].to_numpy())
+    return cp.log_halfwidth, (f"step interval: split conformal on leave-one-GPU-out residuals of {len(rows)} "
+                              f"{family} rows ({cp.n_groups_} GPUs; against {rows.attrs.get('measured', 'measured')})")
+
+
+def epochs_conformal(data_dir: Path, method: str, family: str, coverage: float) -> tuple[float, float, str]:
+    """(epochs log half-width, seed-spread log half-width, note)."""
+    notes = []
+    q = s = float("nan")
+    path = data_dir / "convergence_predictions" / f"{method}.csv"
+    if path.exists():
+        from traintime.core.io import read_csv
+
+        p = read_csv(path)
+        p = p[(p["protocol"] == "lomo") & (p["family"] == family)]
+        if len(p) and p["model"].nunique() >= 2:
+            cp = SplitConformal(coverage, finite_sample=False).fit(p["epochs_measured"], p["epochs_predicted"],
+                                                                  p["model"])
+            q = cp.log_halfwidth
+            notes.append(f"epochs interval: split conformal on leave-one-model-out residuals ({cp.n_groups_} models)")
+    if q != q:
+        notes.append(f"epochs interval: none (no lomo predictions of {method} for {family} in {path})")
+    conv = data_dir / "convergence.csv"
+    if conv.exists():
+        from traintime.core.io import read_csv
+
+        c = read_csv(conv)
+        c = c[(c["family"] == family) & c["epochs_to_converge"].gt(0)] if "epochs_to_converge" in c.columns else c[:0]
+        keys = [k for k in ("model", "dataset", "optimizer", "learning_rate", "batch_size", "precision_bits")
+                if k in c.columns]
+        if len(c) and keys:
+            sd = c.assign(le=np.log(c["epochs_to_converge"])).groupby(keys, dropna=False)["le"].std().dropna()
+            if len(sd):
+                s = float(np.median(sd)) * NormalDist().inv_cdf((1 + coverage) / 2)
+                notes.append(f"seed spread: median across-seed sd of log epochs over {len(sd)} configurations")
+            else:
+                notes.append(f"seed spread: none (one seed per {family} configuration in {conv})")
+    return q, s, "; ".join(notes)
+
+
+def loader_wait_ms(w: Workload, compute_ms: np.ndarray, workers: int,
+                   sample_ms_224: float = LOADER_SAMPLE_MS_224) -> np.ndarray:
+    """Modelled DataLoader wait per step (see module doc); 0 when the workers keep up."""
+    per_batch = w.batch_size * sample_ms_224 * (w.input_px / 224.0) ** 2 / max(1, int(workers))
+    return np.maximum(0.0, per_batch - np.asarray(compute_ms, dtype=float))
+
+
+def pareto_front(time: np.ndarray, cost: np.ndarray) -> np.ndarray:
+    """True where no other point is at least as fast and as cheap and strictly better in one (NaN cost: False)."""
+    t, c = np.asarray(time, float), np.asarray(cost, float)
+    out = np.zeros(len(t), dtype=bool)
+    ok = np.isfinite(t) & np.isfinite(c)
+    for i in np.flatnonzero(ok):
+        dom = ok & (t <= t[i]) & (c <= c[i]) & ((t < t[i]) | (c < c[i]))
+        out[i] = not dom.any()
+    return out
+
+
+def plan(w: Workload, gpus: pd.DataFrame, step_model: Any, ctx: PlanContext, epochs: float | None = None,
+         workers: int | None = None, model_kwargs: dict[str, Any] | None = None) -> pd.DataFrame:
+    """One row per GPU of ``gpus`` (spec rows with prices): the records of ``traintime predict --json``."""
+    rows = step_rows(w, gpus, model_kwargs)
+    step = np.asarray(step_model.predict(rows), dtype=float)
+    out = pd.DataFrame({"gpu": gpus["gpu"].to_numpy(), "source": gpus.get("source", "project")})
+    out["step_ms"] = step
+    e = math.exp(ctx.step_q) if ctx.step_q == ctx.step_q else float("nan")
+    out["step_ms_low"], out["step_ms_high"] = step / e, step * e
+    out["loader_ms"] = loader_wait_ms(w, step, workers) if workers else np.nan
+    shown = step + (out["loader_ms"].fillna(0).to_numpy() if workers else 0)
+    out["epoch_s"] = (w.num_samples / w.batch_size * shown / 1000.0) if w.num_samples else np.nan
+    out["epochs"] = float(epochs) if epochs is not None else np.nan
+    eq = math.exp(ctx.epochs_q) if ctx.epochs_q == ctx.epochs_q else float("nan")
+    out["epochs_low"], out["epochs_high"] = out["epochs"] / eq, out["epochs"] * eq
+    out["hours"] = out["epochs"] * out["epoch_s"] / 3600.0
+    hq = combine_log_halfwidths(ctx.step_q, ctx.epochs_q, ctx.seed_q)
+    if ctx.step_q != ctx.step_q or ctx.epochs_q != ctx.epochs_q:
+        hq = float("nan")
+    h = math.exp(hq) if hq == hq else float("nan")
+    out["hours_low"], out["hours_high"] = out["hours"] / h, out["hours"] * h
+    price = pd.to_numeric(gpus["price_per_hour_usd"], errors="coerce").to_numpy()
+    out["price_per_hour_usd"] = price
+    out["price_date"] = gpus.get("price_date")
+    out["price_source"] = gpus.get("price_source")
+    out["cost_usd"] = out["hours"] * price
+    out["cost_usd_low"], out["cost_usd_high"] = out["hours_low"] * price, out["hours_high"] * price
+    t = out["hours"].where(out["hours"].notna(), out["step_ms"])
+    c = out["cost_usd"].where(out["hours"].notna(), out["step_ms"] * price)
+    out["pareto"] = pareto_front(t.to_numpy(), c.to_numpy())
+    out["priced"] = np.isfinite(price)
+    return out

