@@ -2,8 +2,9 @@
 
 Subcommands register themselves in :data:`COMMANDS` with :func:`command` (a name, a help line, a
 function adding arguments to an ``argparse`` parser and a function running the parsed arguments), so
-more can be added without touching :func:`main`. User errors (unknown model / dataset / GPU, missing
-saved model, unavailable data) print one line ``error: ...`` and exit with status 2, no traceback.
+more can be added without touching :func:`main`. Errors go through :mod:`traintime.core.boundary`:
+one line ``error: ...`` naming the culprit and a documented exit status (2 bad argument or unknown
+name, 3 config, 4 data, 5 file system, 6 run failed, 70 internal error); ``--debug`` shows the traceback.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from traintime.core.errors import TraintimeError
+from traintime.core.errors import ArgumentError, TraintimeError
 
 
 @dataclass(frozen=True)
@@ -91,12 +92,16 @@ def _model_kwargs(pairs: Sequence[str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise TraintimeError(f"--model-arg {pair!r} is not KEY=VALUE")
+        if not sep or not key.strip():
+            raise ArgumentError(f"--model-arg {pair!r} is not KEY=VALUE")
+        if key in out:
+            raise ArgumentError(f"--model-arg {key} given twice")
         try:
             out[key] = json.loads(value)
         except json.JSONDecodeError:
             out[key] = value
+        if isinstance(out[key], float) and out[key] != out[key] or out[key] in (float("inf"), float("-inf")):
+            raise ArgumentError(f"--model-arg {key}={value}: not a finite number")
     return out
 
 
@@ -115,7 +120,11 @@ def _fmt_mape(v: float, protocol: str) -> str:
 def _predict(args: argparse.Namespace) -> int:
     from traintime.core.io import write_csv
     from traintime.predict import TrainingTimePredictor
+    from traintime.predict_checks import check_int, check_output_file
 
+    check_int("--top", args.top, 0, 1 << 31)  # checked before any work
+    if args.output:
+        check_output_file("--output", args.output)
     p = TrainingTimePredictor(model=args.model, dataset=args.dataset, optimizer=args.optimizer,
                               batch_size=args.batch_size, learning_rate=args.learning_rate,
                               precision=args.precision, gpu=args.gpu, models_dir=args.models_dir,
@@ -258,7 +267,11 @@ def _check_config(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="traintime", description="Predict training time and cost of deep-learning runs.")
+    parser = _Parser(prog="traintime", description="Predict training time and cost of deep-learning runs.",
+                     epilog="Exit status: 0 ok, 2 bad argument, 3 bad config, 4 bad data, 5 file system, "
+                            "6 run failed, 70 internal error, 130 interrupted (see traintime.core.boundary).")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the traceback of an error (also accepted after the subcommand)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for cmd in COMMANDS.values():
         cmd.add_arguments(sub.add_parser(cmd.name, help=cmd.help, description=cmd.help))
@@ -266,29 +279,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns (and, as a console script, exits with) the status."""
+    """Run the command line; returns (and, as a console script, exits with) the status.
+
+    Every failure goes through :mod:`traintime.core.boundary`: one ``error:`` line naming the
+    culprit and a documented exit status; ``--debug`` (anywhere on the line) adds the traceback."""
+    from traintime.core.boundary import guarded
+    from traintime.core.errors import ArgumentError
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    argv = [a for a in argv if a != "--debug"]
     parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
+
+    def body() -> int:
+        try:
+            args = parser.parse_args(argv)
+        except _UsageError as exc:
+            raise ArgumentError(str(exc)) from None
         if not args.command:
             parser.print_help()
             return 2
         return COMMANDS[args.command].run(args)
-    except _UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except TraintimeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:  # output piped into `head`: stop quietly
-        import os
 
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 1
+    return guarded(body, debug=debug)
 
 
 if __name__ == "__main__":

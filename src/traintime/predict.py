@@ -131,12 +131,20 @@ class TrainingTimePredictor:
         self.info = dataset_info(dataset)
         self.optimizer = optimizer_label(optimizer)
         self.gpu = canonical_gpu(gpu, self.specs)
-        if int(precision) not in (16, 32):
+        from traintime import predict_checks as chk
+
+        if chk.check_int("--precision", precision, 0, 64) not in (16, 32):
             raise UnknownNameError(f"precision {precision!r} is not supported (use 16 or 32)")
-        if int(batch_size) < 1 or not float(learning_rate) > 0:
-            raise TraintimeError("batch size must be >= 1 and learning rate > 0")
-        if not 0 < coverage < 1:
-            raise TraintimeError(f"coverage {coverage} must be between 0 and 1")
+        batch_size = chk.check_batch_size(batch_size, int(self.info.train_size), self.info.chronos_name)
+        learning_rate = chk.check_float("--learning-rate", learning_rate, 0.0, 100.0, lo_open=True)
+        coverage = chk.check_float("--coverage", coverage, 0.0, 1.0, lo_open=True, hi_open=True)
+        probe_batch_size = chk.check_int("--probe-batch-size", probe_batch_size, 1, chk.MAX_PROBE_BATCH_SIZE)
+        seed = chk.check_int("seed", seed, 0, chk.MAX_SEED)
+        model_kwargs = chk.check_model_kwargs(model, dict(model_kwargs or {}))
+        it_path = Path(iteration_model) if iteration_model else Path(models_dir) / "iteration" / "iteration_model.joblib"
+        if not it_path.exists():  # up front, before the data folder and any probe
+            raise TraintimeError(f"{it_path}: model file not found (run the workflow to train it)")
+        chk.check_dir("--data-dir", data_dir)
         self.model_name = model
         self.batch_size = int(batch_size)
         self.learning_rate = float(learning_rate)
@@ -155,7 +163,8 @@ class TrainingTimePredictor:
         self.coverage = float(coverage)
         self.seed = int(seed)
         self.model_kwargs = dict(model_kwargs or {})
-        self.notes: list[str] = []
+        self.notes: list[str] = chk.training_range_notes(self.data_dir, self.family, self.batch_size,
+                                                         self.learning_rate)
         self._iter_model: Any = None
         self._conv_model: Any = None
         self._feats: dict[str, Any] | None = None

@@ -279,15 +279,9 @@ class IterationTimePredictor:
 
     @staticmethod
     def load(path: str | os.PathLike[str]) -> "IterationTimePredictor":
-        import joblib
+        from traintime.core.modelfile import load_joblib
 
-        p = Path(path)
-        if not p.exists():
-            raise TraintimeError(f"{p}: model file not found (run the workflow to train it)")
-        obj = joblib.load(p)
-        if not isinstance(obj, IterationTimePredictor):
-            raise TraintimeError(f"{p}: not an IterationTimePredictor")
-        return obj
+        return load_joblib(path, IterationTimePredictor, "step-time model")
 
 
 def load_iteration_model(path: str | os.PathLike[str]) -> IterationTimePredictor:
