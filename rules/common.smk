@@ -17,6 +17,23 @@ try:
 except ConfigError as _exc:
     sys.exit(f"error: {_exc}")
 
+# What the schema cannot say (traintime.core.config_checks): duplicated keys in a --configfile,
+# 42.0 where an integer is due, GPU names that the spec table does not know. Checked here, before
+# any job runs, so no job fails (or loses its previous outputs) on them.
+try:
+    from traintime.core.config_checks import (
+        check_config_files as _check_config_files,
+        check_cross_references as _check_cross_references,
+        check_strict_integers as _check_strict_integers,
+    )
+    from traintime.core.config import load_schema as _load_schema
+
+    _check_config_files([*workflow.configfiles, *workflow.overwrite_configfiles])
+    _check_strict_integers(config, _load_schema(workflow.source_path("../schemas/config.schema.yaml")))
+    _check_cross_references(config, names=False)
+except ConfigError as _exc:
+    sys.exit(f"error: {_exc}")
+
 # Every stage appends the files `rule all` must build.
 ALL_TARGETS = []
 

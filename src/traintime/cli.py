@@ -252,11 +252,12 @@ def _check_config_args(p: argparse.ArgumentParser) -> None:
 def _check_config(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from traintime.core.config import merge_config_files, validate_config
+    from traintime.core.config import merge_config_files
+    from traintime.core.config_checks import check_config
 
     root = Path(args.repo)
     config = merge_config_files([root / "config.yaml", *map(Path, args.configfiles)])
-    validate_config(config, root / "schemas" / "config.schema.yaml")
+    check_config(config, root / "schemas" / "config.schema.yaml", names=True)
     print(f"ok: {', '.join(args.configfiles)} valid over {root / 'config.yaml'}")
     return 0
 
