@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from traintime.core.errors import TraintimeError
+from traintime.core.errors import ArgumentError, TraintimeError
 
 log = logging.getLogger("traintime")
 
@@ -68,7 +68,7 @@ def mock_snakemake(rulename: str, configfiles: list[str] | None = None, **wildca
         rule = workflow.get_rule(rulename)
         missing = [w for w in rule.wildcard_names if w not in wildcards]
         if missing:
-            raise TraintimeError(f"rule {rulename} needs wildcard(s) {', '.join(sorted(missing))}: "
+            raise ArgumentError(f"rule {rulename} needs wildcard(s) {', '.join(sorted(missing))}: "
                                  f"pass them as name=value arguments")
         wc = dict(wildcards)
         inp = rule.expand_input(wc)[0]
