@@ -7,7 +7,7 @@ from pathlib import Path
 from snakemake.utils import min_version
 
 from traintime.core.config import validate_config
-from traintime.core.errors import ConfigError
+from traintime.core.errors import ConfigError, TraintimeError
 from traintime.data.retrieve import resolve_mirror
 
 min_version("9.0")
@@ -32,6 +32,15 @@ try:
     _check_strict_integers(config, _load_schema(workflow.source_path("../schemas/config.schema.yaml")))
     _check_cross_references(config, names=False)
 except ConfigError as _exc:
+    sys.exit(f"error: {_exc}")
+
+# Retrieved files must still match their pins before any job runs (a normaliser failing on a
+# changed file would fail only after Snakemake had removed its previous output).
+try:
+    from traintime.data.retrieve import verify_raw_folder as _verify_raw_folder
+
+    _verify_raw_folder(config["data"]["sources"], "results/raw")
+except TraintimeError as _exc:
     sys.exit(f"error: {_exc}")
 
 # Every stage appends the files `rule all` must build.
