@@ -100,7 +100,11 @@ def _model_kwargs(pairs: Sequence[str]) -> dict[str, Any]:
             out[key] = json.loads(value)
         except json.JSONDecodeError:
             out[key] = value
-        if isinstance(out[key], float) and out[key] != out[key] or out[key] in (float("inf"), float("-inf")):
+        try:
+            number = float(value)
+        except ValueError:
+            number = 0.0
+        if number != number or number in (float("inf"), float("-inf")):  # nan, inf, Infinity ...
             raise ArgumentError(f"--model-arg {key}={value}: not a finite number")
     return out
 
