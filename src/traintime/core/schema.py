@@ -180,6 +180,11 @@ def _coerce(s: pd.Series, col: Column, where: str) -> pd.Series:
         i = _first_bad(bad)
         raise SchemaError(f"{where}: column '{col.name}' row {i + 2}: {_show(s.iloc[i])} is not a number")
     if col.dtype == "int":
+        big = num.notna() & ~(num.abs() < 2.0**63)  # inf or beyond int64: not an integer we can hold
+        if big.any():
+            i = _first_bad(big)
+            raise SchemaError(f"{where}: column '{col.name}' row {i + 2}: {_show(s.iloc[i])} is not an integer "
+                              "in range")
         frac = num.notna() & (num != np.round(num))
         if frac.any():
             i = _first_bad(frac)
