@@ -45,7 +45,7 @@ def _command(case: dict, work: Path) -> tuple[list[str], dict[str, str]]:
         for dst, src in setup.get("copy", {}).items():
             (work / dst).parent.mkdir(parents=True, exist_ok=True)
             shutil.copyfile(CORPUS / src, work / dst)
-        return [str(BIN / "traintime"), *[a.format(work=work) for a in case["argv"]]], env
+        return [str(BIN / "traintime"), *[a.format(work=work, repo=REPO) for a in case["argv"]]], env
     if kind == "retrieve":
         mirror = work / "mirror" / "chronos" / case["path"]
         mirror.parent.mkdir(parents=True)
