@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 CORES  ?= 2
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup run dry-run test test-fast test-slurm slurm-up slurm-down lint bench report clean help
+.PHONY: setup run dry-run test test-fast test-slurm slurm-up slurm-down lint bench report docs clean help
 
 help:
 	@echo "make run       set up .venv and run the default DAG (results/)"
@@ -16,8 +16,9 @@ help:
 	@echo "make bench     time the default DAG from scratch (benchmarks/dag_walltime.py)"
 	@echo "make test-slurm  SLURM executor test on a local single-node cluster (root; apt-get)"
 	@echo "make report    build report.zip from results/ (snakemake --report)"
+	@echo "make docs      regenerate docs/architecture.md and docs/data.md"
 
-$(STAMP): requirements.txt pyproject.toml
+$(STAMP): requirements.txt requirements/analysis.txt requirements/torch.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet -r requirements.txt
@@ -55,6 +56,10 @@ bench: setup
 
 report: setup
 	$(BIN)/snakemake --cores $(CORES) --report report.zip
+
+docs: setup
+	$(BIN)/python -m traintime.core.architecture
+	$(BIN)/traintime schemas > docs/data.md
 
 clean:
 	rm -rf results .snakemake report.zip

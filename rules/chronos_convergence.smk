@@ -16,12 +16,15 @@ rule convergence_normalise:
     """The three released convergence CSVs -> the canonical table results/data/convergence.csv."""
     input:
         **{f: raw_path("chronos", f"epoch_convergence_prediction/data/{f}.csv") for f in CONV_FAMILIES},
+        lib=lib("convergence_normalise"),
     output:
         f"{DATA}/convergence.csv",
     log:
         f"{LOGS}/convergence/normalise.log",
+    benchmark:
+        bench(f"{LOGS}/convergence/normalise.log")
     conda:
-        env("chronos")
+        env("analysis")
     script:
         "../workflow_scripts/convergence_normalise.py"
 
@@ -30,6 +33,7 @@ rule convergence_evaluate:
     """Out-of-fold T_conv predictions of one estimator under every protocol and seed."""
     input:
         f"{DATA}/convergence.csv",
+        lib=lib("convergence_evaluate"),
     output:
         f"{DATA}/convergence_predictions/{{method}}.csv",
     params:
@@ -40,8 +44,10 @@ rule convergence_evaluate:
         method="|".join(CONV["methods"]),
     log:
         f"{LOGS}/convergence/evaluate_{{method}}.log",
+    benchmark:
+        bench(f"{LOGS}/convergence/evaluate_{{method}}.log")
     conda:
-        env("chronos")
+        env("analysis")
     script:
         "../workflow_scripts/convergence_evaluate.py"
 
@@ -50,6 +56,7 @@ rule convergence_tables:
     """Per-model and summary MAPE tables beside the paper's values; two figures."""
     input:
         predictions=expand(f"{DATA}/convergence_predictions/{{method}}.csv", method=CONV["methods"]),
+        lib=lib("convergence_tables"),
     output:
         per_model_csv=report(f"{TABLES}/convergence_per_model.csv", caption="../report/convergence_per_model.rst",
                              category="CHRONOS convergence"),
@@ -68,8 +75,10 @@ rule convergence_tables:
         seed=config["seeds"][0],
     log:
         f"{LOGS}/convergence/tables.log",
+    benchmark:
+        bench(f"{LOGS}/convergence/tables.log")
     conda:
-        env("chronos")
+        env("analysis")
     script:
         "../workflow_scripts/convergence_tables.py"
 
@@ -78,6 +87,7 @@ rule convergence_model:
     """The chosen estimator fitted on all 324 runs, saved with a JSON card."""
     input:
         f"{DATA}/convergence.csv",
+        lib=lib("convergence_model"),
     output:
         model=CONV_MODEL,
         card=f"{MODELS}/convergence/{CONV['final_method']}.json",
@@ -86,8 +96,10 @@ rule convergence_model:
         seed=config["seeds"][0],
     log:
         f"{LOGS}/convergence/model.log",
+    benchmark:
+        bench(f"{LOGS}/convergence/model.log")
     conda:
-        env("chronos")
+        env("analysis")
     script:
         "../workflow_scripts/convergence_model.py"
 
@@ -99,6 +111,7 @@ rule end_to_end_example:
         convergence_model=CONV_MODEL,
         iteration=ITERATION_TABLE,
         iteration_model=ITERATION_MODEL,
+        lib=lib("end_to_end_example"),
     output:
         csv=report(f"{TABLES}/end_to_end_example.csv", caption="../report/claims_end_to_end.rst",
                    category="CHRONOS end-to-end"),
@@ -109,8 +122,10 @@ rule end_to_end_example:
         gpu_specs=config["gpu_specs"],
     log:
         f"{LOGS}/convergence/end_to_end_example.log",
+    benchmark:
+        bench(f"{LOGS}/convergence/end_to_end_example.log")
     conda:
-        env("chronos")
+        env("analysis")
     script:
         "../workflow_scripts/end_to_end_example.py"
 
@@ -124,6 +139,7 @@ rule claims_chronos:
         end_to_end=f"{TABLES}/end_to_end_example.csv",
         iteration=ITERATION_TABLE,
         iteration_predictions=ITERATION_PREDICTIONS,
+        lib=lib("claims_chronos"),
     output:
         md=report(f"{RESULTS}/claims_chronos.md", caption="../report/claims_chronos.rst", category="CHRONOS claims"),
         csv=f"{RESULTS}/claims_chronos.csv",
@@ -133,8 +149,10 @@ rule claims_chronos:
         gpu_specs=config["gpu_specs"],
     log:
         f"{LOGS}/convergence/claims_chronos.log",
+    benchmark:
+        bench(f"{LOGS}/convergence/claims_chronos.log")
     conda:
-        env("chronos")
+        env("analysis")
     script:
         "../workflow_scripts/claims_chronos.py"
 
@@ -149,3 +167,25 @@ ALL_TARGETS.extend(
         f"{RESULTS}/claims_chronos.md",
     ]
 )
+
+
+rule claims_counts:
+    """Claims per verdict (reproduced / not reproduced / inconclusive / not reproducible) of both papers,
+    for the README (one verdict rule: traintime.core.verdict)."""
+    input:
+        chronos=f"{RESULTS}/claims_chronos.csv",
+        zero_shot=f"{RESULTS}/claims_zero_shot.csv",
+        lib=lib("claims_counts"),
+    output:
+        f"{TABLES}/claims_counts.csv",
+    log:
+        f"{LOGS}/claims_counts.log",
+    benchmark:
+        bench(f"{LOGS}/claims_counts.log")
+    conda:
+        env("analysis")
+    script:
+        "../workflow_scripts/claims_counts.py"
+
+
+ALL_TARGETS.append(f"{TABLES}/claims_counts.csv")

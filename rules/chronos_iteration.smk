@@ -17,14 +17,17 @@ rule chronos_iteration_normalise:
         CNN=raw_path("chronos", "epoch_time_prediction/data/CNN.csv"),
         MLP=raw_path("chronos", "epoch_time_prediction/data/MLP.csv"),
         Transformer=raw_path("chronos", "epoch_time_prediction/data/Transformer.csv"),
+        lib=lib("chronos_iteration_normalise"),
     output:
         f"{DATA}/iteration.csv",
     params:
         gpu_specs=config["gpu_specs"],
     log:
         f"{LOGS}/chronos_iteration/normalise.log",
+    benchmark:
+        bench(f"{LOGS}/chronos_iteration/normalise.log")
     conda:
-        env("chronos")
+        env("analysis")
     script:
         "../workflow_scripts/chronos_iteration_normalise.py"
 
@@ -33,6 +36,7 @@ rule chronos_iteration_evaluate:
     """Test predictions of one protocol on one family: feature sets x estimators x seeds."""
     input:
         f"{DATA}/iteration.csv",
+        lib=lib("chronos_iteration_evaluate"),
     output:
         f"{CI_PRED}/parts/{{protocol}}_{{family}}.csv",
     params:
@@ -48,9 +52,9 @@ rule chronos_iteration_evaluate:
     log:
         f"{LOGS}/chronos_iteration/evaluate_{{protocol}}_{{family}}.log",
     benchmark:
-        f"{LOGS}/chronos_iteration/evaluate_{{protocol}}_{{family}}.benchmark.tsv"
+        bench(f"{LOGS}/chronos_iteration/evaluate_{{protocol}}_{{family}}.log")
     conda:
-        env("chronos")
+        env("analysis")
     script:
         "../workflow_scripts/chronos_iteration_evaluate.py"
 
@@ -58,16 +62,19 @@ rule chronos_iteration_evaluate:
 rule chronos_iteration_merge:
     """All families' test predictions of one protocol in one file (read by the claims table)."""
     input:
-        expand(f"{CI_PRED}/parts/{{{{protocol}}}}_{{family}}.csv", family=CI_FAMILIES),
+        parts=expand(f"{CI_PRED}/parts/{{{{protocol}}}}_{{family}}.csv", family=CI_FAMILIES),
+        lib=lib("chronos_iteration_merge"),
     output:
         f"{CI_PRED}/{{protocol}}.csv",
     wildcard_constraints:
         protocol="|".join(CI_PROTOCOLS),
     log:
         f"{LOGS}/chronos_iteration/merge_{{protocol}}.log",
+    benchmark:
+        bench(f"{LOGS}/chronos_iteration/merge_{{protocol}}.log")
     localrule: True
     conda:
-        env("chronos")
+        env("analysis")
     script:
         "../workflow_scripts/chronos_iteration_merge.py"
 
@@ -75,7 +82,8 @@ rule chronos_iteration_merge:
 rule chronos_iteration_tables:
     """Per-model RMSE beside the paper, regressor comparison, per-group LOMO/LODO/LOGO tables."""
     input:
-        expand(f"{CI_PRED}/{{protocol}}.csv", protocol=CI_PROTOCOLS),
+        predictions=expand(f"{CI_PRED}/{{protocol}}.csv", protocol=CI_PROTOCOLS),
+        lib=lib("chronos_iteration_tables"),
     output:
         per_model_rmse=report(f"{TABLES}/iteration_per_model_rmse.csv",
                               caption="../report/chronos_iteration_per_model_rmse.rst",
@@ -100,8 +108,10 @@ rule chronos_iteration_tables:
         summary_md=f"{TABLES}/iteration_grouped_summary.md",
     log:
         f"{LOGS}/chronos_iteration/tables.log",
+    benchmark:
+        bench(f"{LOGS}/chronos_iteration/tables.log")
     conda:
-        env("chronos")
+        env("analysis")
     script:
         "../workflow_scripts/chronos_iteration_tables.py"
 
@@ -109,7 +119,8 @@ rule chronos_iteration_tables:
 rule chronos_iteration_figures:
     """Predicted vs measured (log-log), per-group MAPE bars, per-model RMSE across seeds."""
     input:
-        expand(f"{CI_PRED}/{{protocol}}.csv", protocol=CI_PROTOCOLS),
+        predictions=expand(f"{CI_PRED}/{{protocol}}.csv", protocol=CI_PROTOCOLS),
+        lib=lib("chronos_iteration_figures"),
     output:
         scatter=report(f"{FIGURES}/iteration_pred_vs_measured.png",
                        caption="../report/chronos_iteration_pred_vs_measured.rst",
@@ -122,8 +133,10 @@ rule chronos_iteration_figures:
                      category="CHRONOS iteration time"),
     log:
         f"{LOGS}/chronos_iteration/figures.log",
+    benchmark:
+        bench(f"{LOGS}/chronos_iteration/figures.log")
     conda:
-        env("chronos")
+        env("analysis")
     script:
         "../workflow_scripts/chronos_iteration_figures.py"
 
@@ -133,6 +146,7 @@ rule chronos_iteration_model:
     input:
         table=f"{DATA}/iteration.csv",
         predictions=expand(f"{CI_PRED}/{{protocol}}.csv", protocol=CI_PROTOCOLS),
+        lib=lib("chronos_iteration_model"),
     output:
         model=f"{CI_MODEL}.joblib",
         card=f"{CI_MODEL}.json",
@@ -146,8 +160,10 @@ rule chronos_iteration_model:
     threads: 1
     log:
         f"{LOGS}/chronos_iteration/model.log",
+    benchmark:
+        bench(f"{LOGS}/chronos_iteration/model.log")
     conda:
-        env("chronos")
+        env("analysis")
     script:
         "../workflow_scripts/chronos_iteration_model.py"
 

@@ -8,6 +8,9 @@
 
 COL = config["collect"]
 COL_DIR = f"{RESULTS}/collect"
+# Timing rules hold timing=1 (profiles/default caps it at 1: one timing job at a time) and, unless the
+# device is the CPU, gpu=1 (a whole GPU on SLURM; a local limit with --resources gpu=N).
+COL_GPU = 0 if COL["device"] == "cpu" else 1
 COL_BENCH = [
     f"{m}__{d}__{o}__b{b}__p{p}"
     for m in COL["benchmark"]["models"]
@@ -29,6 +32,8 @@ COL_CONV_PRED = f"{DATA}/convergence_predictions/{config['chronos_convergence'][
 
 rule collect_bench:
     """Time one configuration on the local device (5 warm-up + 20 measured steps) -> one iteration row."""
+    input:
+        lib=lib("collect_bench"),
     output:
         f"{COL_DIR}/iteration/{{job}}.csv",
     params:
@@ -36,10 +41,15 @@ rule collect_bench:
     wildcard_constraints:
         job="|".join(COL_BENCH) if COL_BENCH else "none",
     threads: 1
+    resources:
+        timing=1,
+        gpu=COL_GPU,
     log:
         f"{LOGS}/collect/bench_{{job}}.log",
+    benchmark:
+        bench(f"{LOGS}/collect/bench_{{job}}.log")
     conda:
-        env("collect")
+        env("torch")
     script:
         "../workflow_scripts/collect_bench.py"
 
@@ -47,20 +57,25 @@ rule collect_bench:
 rule collect_merge_iteration:
     """Merge the benchmark rows into the local meta-dataset (canonical iteration schema, deduplicated)."""
     input:
-        expand(f"{COL_DIR}/iteration/{{job}}.csv", job=COL_BENCH),
+        rows=expand(f"{COL_DIR}/iteration/{{job}}.csv", job=COL_BENCH),
+        lib=lib("collect_merge"),
     output:
         f"{DATA}/local_iteration.csv",
     log:
         f"{LOGS}/collect/merge_iteration.log",
+    benchmark:
+        bench(f"{LOGS}/collect/merge_iteration.log")
     localrule: True
     conda:
-        env("collect")
+        env("torch")
     script:
         "../workflow_scripts/collect_merge.py"
 
 
 rule collect_probe:
     """Probe features of one (model, dataset) at each probe batch size, on several mini-batches."""
+    input:
+        lib=lib("collect_probe"),
     output:
         f"{COL_DIR}/probe/{{target}}.csv",
     params:
@@ -68,16 +83,23 @@ rule collect_probe:
     wildcard_constraints:
         target="|".join(COL_PROBE) if COL_PROBE else "none",
     threads: 1
+    resources:
+        timing=1,
+        gpu=COL_GPU,
     log:
         f"{LOGS}/collect/probe_{{target}}.log",
+    benchmark:
+        bench(f"{LOGS}/collect/probe_{{target}}.log")
     conda:
-        env("collect")
+        env("torch")
     script:
         "../workflow_scripts/collect_probe.py"
 
 
 rule collect_converge:
     """One run to validation-based early stopping (80/20 split) with its probe -> one convergence row."""
+    input:
+        lib=lib("collect_converge"),
     output:
         row=f"{COL_DIR}/convergence/{{run}}.csv",
         curve=f"{COL_DIR}/convergence/{{run}}_curve.csv",
@@ -86,10 +108,15 @@ rule collect_converge:
     wildcard_constraints:
         run="|".join(COL_CONV) if COL_CONV else "none",
     threads: 1
+    resources:
+        timing=1,
+        gpu=COL_GPU,
     log:
         f"{LOGS}/collect/converge_{{run}}.log",
+    benchmark:
+        bench(f"{LOGS}/collect/converge_{{run}}.log")
     conda:
-        env("collect")
+        env("torch")
     script:
         "../workflow_scripts/collect_converge.py"
 
@@ -99,14 +126,17 @@ rule collect_merge_convergence:
     input:
         rows=expand(f"{COL_DIR}/convergence/{{run}}.csv", run=COL_CONV),
         curves=expand(f"{COL_DIR}/convergence/{{run}}_curve.csv", run=COL_CONV),
+        lib=lib("collect_merge"),
     output:
         table=f"{DATA}/local_convergence.csv",
         curves=f"{DATA}/local_convergence_curves.csv",
     log:
         f"{LOGS}/collect/merge_convergence.log",
+    benchmark:
+        bench(f"{LOGS}/collect/merge_convergence.log")
     localrule: True
     conda:
-        env("collect")
+        env("torch")
     script:
         "../workflow_scripts/collect_merge.py"
 
@@ -116,6 +146,7 @@ rule collect_table_probe:
     input:
         probes=expand(f"{COL_DIR}/probe/{{target}}.csv", target=COL_PROBE),
         iteration=f"{DATA}/local_iteration.csv",
+        lib=lib("collect_tables"),
     output:
         cost=report(f"{TABLES}/probe_cost.csv", caption="../report/collect_probe_cost.rst",
                     category="Local collection"),
@@ -125,8 +156,10 @@ rule collect_table_probe:
         ablation_md=f"{TABLES}/probe_batch_ablation.md",
     log:
         f"{LOGS}/collect/table_probe.log",
+    benchmark:
+        bench(f"{LOGS}/collect/table_probe.log")
     conda:
-        env("collect")
+        env("torch")
     script:
         "../workflow_scripts/collect_tables.py"
 
@@ -137,14 +170,17 @@ rule collect_table_crosscheck:
         CNN=raw_path("chronos", "epoch_time_prediction/data/CNN.csv"),
         MLP=raw_path("chronos", "epoch_time_prediction/data/MLP.csv"),
         Transformer=raw_path("chronos", "epoch_time_prediction/data/Transformer.csv"),
+        lib=lib("collect_crosscheck"),
     output:
         csv=report(f"{TABLES}/analytic_crosscheck.csv", caption="../report/collect_analytic_crosscheck.rst",
                    category="Local collection"),
         md=f"{TABLES}/analytic_crosscheck.md",
     log:
         f"{LOGS}/collect/table_crosscheck.log",
+    benchmark:
+        bench(f"{LOGS}/collect/table_crosscheck.log")
     conda:
-        env("collect")
+        env("torch")
     script:
         "../workflow_scripts/collect_crosscheck.py"
 
@@ -155,6 +191,7 @@ rule collect_table_before_after:
         local=f"{DATA}/local_iteration.csv",
         released=f"{DATA}/iteration.csv",
         model=COL_ITER_MODEL,
+        lib=lib("collect_before_after"),
     output:
         csv=report(f"{TABLES}/local_before_after.csv", caption="../report/collect_before_after.rst",
                    category="Local collection"),
@@ -168,8 +205,10 @@ rule collect_table_before_after:
     threads: 1
     log:
         f"{LOGS}/collect/table_before_after.log",
+    benchmark:
+        bench(f"{LOGS}/collect/table_before_after.log")
     conda:
-        env("collect")
+        env("torch")
     script:
         "../workflow_scripts/collect_before_after.py"
 
@@ -183,6 +222,7 @@ rule collect_table_predict_example:
         convergence=f"{DATA}/convergence.csv",
         iteration_predictions=COL_ITER_PRED,
         convergence_predictions=COL_CONV_PRED,
+        lib=lib("collect_predict_example"),
     output:
         csv=report(f"{TABLES}/predict_example.csv", caption="../report/collect_predict_example.rst",
                    category="Local collection"),
@@ -193,8 +233,10 @@ rule collect_table_predict_example:
     threads: 1
     log:
         f"{LOGS}/collect/table_predict_example.log",
+    benchmark:
+        bench(f"{LOGS}/collect/table_predict_example.log")
     conda:
-        env("collect")
+        env("torch")
     script:
         "../workflow_scripts/collect_predict_example.py"
 

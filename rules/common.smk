@@ -1,18 +1,25 @@
-# Shared helpers: configuration validation (once), paths, environments, target registry.
-# Only functions and constants here; rules live in the stage files.
+# Shared helpers: configuration validation (once), paths, environments, the library files each
+# script runs, target registry. Only functions and constants here; rules live in the stage files.
+#
+# Parse time imports nothing of the traintime package beyond configuration validation
+# (traintime.core.config wraps snakemake.utils.validate): the DAG's shape depends on the config and
+# on files on disk, never on library code.
 
+import ast
+import glob
 import sys
+from functools import lru_cache
 from pathlib import Path
 
 from snakemake.utils import min_version
 
 from traintime.core.config import validate_config
 from traintime.core.errors import ConfigError, TraintimeError
-from traintime.data.retrieve import resolve_mirror
 
 min_version("9.0")
 
 try:
+    # snakemake.utils.validate(config, schema, set_default=True), first violation as one line.
     validate_config(config, workflow.source_path("../schemas/config.schema.yaml"))
 except ConfigError as _exc:
     sys.exit(f"error: {_exc}")
@@ -53,12 +60,105 @@ TABLES = f"{RESULTS}/tables"
 FIGURES = f"{RESULTS}/figures"
 MODELS = f"{RESULTS}/models"
 LOGS = f"{RESULTS}/logs"
+BENCHMARKS = f"{RESULTS}/benchmarks"
 REFERENCE = f"{RESULTS}/reference"
+
+REPO = Path(workflow.basedir)
+SRC = REPO / "src"
 
 
 def env(name):
-    """Conda environment file of a rule family (used with --sdm conda)."""
+    """Conda environment file of a dependency set (used with --sdm conda): ``analysis`` (CPU
+    analysis: pandas, scikit-learn, XGBoost, matplotlib) or ``torch`` (measurement on the local
+    CPU/GPU: analysis + torch, torchvision, timm, NVML)."""
     return f"../envs/{name}.yaml"
+
+
+def bench(log_path):
+    """The ``benchmark:`` file of a rule: its log path under results/benchmarks/ as ``.tsv``."""
+    assert log_path.startswith(f"{LOGS}/") and log_path.endswith(".log"), log_path
+    return f"{BENCHMARKS}/{log_path[len(LOGS) + 1:-len('.log')]}.tsv"
+
+
+# --- library code as a tracked input --------------------------------------------------------
+# Snakemake tracks a rule's `script:` file but not the library it imports. lib(name) lists the
+# library source files (and packaged resource tables) that workflow_scripts/<name>.py imports,
+# directly or through other library modules, found by reading import statements (ast; nothing is
+# imported). Rules take them as an input, so editing one module reruns exactly the jobs whose
+# scripts depend on it.
+
+_RESOURCES = SRC / "traintime" / "resources"
+
+
+@lru_cache(maxsize=None)
+def _module_file(module):
+    base = SRC.joinpath(*module.split("."))
+    if base.with_suffix(".py").is_file():
+        return base.with_suffix(".py")
+    if (base / "__init__.py").is_file():
+        return base / "__init__.py"
+    return None
+
+
+@lru_cache(maxsize=None)
+def _direct_library_deps(path):
+    """Library files imported by one Python file (lazy imports inside functions included), each
+    with its parent packages' __init__ files, and resource tables named in it."""
+    text = Path(path).read_text()
+    modules = set()
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            modules.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            modules.add(node.module)
+            modules.update(f"{node.module}.{a.name}" for a in node.names)
+    out = set()
+    for module in modules:
+        parts = module.split(".")
+        if parts[0] != "traintime":
+            continue
+        for i in range(1, len(parts) + 1):
+            f = _module_file(".".join(parts[:i]))
+            if f is not None:
+                out.add(f)
+    if _RESOURCES.is_dir():
+        out.update(r for r in _RESOURCES.iterdir() if r.is_file() and f'"{r.name}"' in text)
+    return frozenset(out)
+
+
+@lru_cache(maxsize=None)
+def _library_closure(script):
+    seen, todo = set(), list(_direct_library_deps(script))
+    while todo:
+        f = todo.pop()
+        if f in seen:
+            continue
+        seen.add(f)
+        if f.suffix == ".py":
+            todo.extend(_direct_library_deps(f) - seen)
+    return tuple(sorted(str(f) for f in seen))
+
+
+def lib(script_name):
+    """Library files run by ``workflow_scripts/<script_name>.py`` (absolute paths, sorted)."""
+    return list(_library_closure(REPO / "workflow_scripts" / f"{script_name}.py"))
+
+
+# --- measurements as inputs ----------------------------------------------------------------
+# Host / device measurement files enter the DAG as inputs (not params), so an analysis runs after
+# the sweeps that write them. EMULATION_HOST_OUTPUTS / _OP_OUTPUTS: rules/emulation_host.smk.
+
+
+def emulation_measurement_inputs(wildcards):
+    """Host latency files: those on disk in the measurement folders (folder order: the first folder
+    wins on duplicated rows) and those the host rules will write."""
+    found = [f for d in config["emulation"]["measurement_dirs"] for f in sorted(glob.glob(f"{d}/**/*.csv", recursive=True))]
+    return list(dict.fromkeys(found + sorted(EMULATION_HOST_OUTPUTS)))
+
+
+def emulation_op_inputs(wildcards):
+    """Per-op host profiles: those matching emulation.op_profile_glob and those the host rules will write."""
+    return sorted(set(glob.glob(config["emulation"]["op_profile_glob"])) | set(EMULATION_HOST_OP_OUTPUTS))
 
 
 def source_files(source):
@@ -68,8 +168,3 @@ def source_files(source):
 
 def raw_path(source, path):
     return f"{RAW}/{source}/{path}"
-
-
-def data_mirror():
-    mirror = resolve_mirror(config["data"]["mirror"])
-    return str(mirror) if mirror else None

@@ -4,6 +4,8 @@
 
 rule retrieve_file:
     """Copy one pinned file of a source from the mirror, or download it, and verify its sha256."""
+    input:
+        lib=lib("retrieve_file"),
     output:
         f"{RAW}/{{source}}/{{path}}",
     params:
@@ -16,8 +18,10 @@ rule retrieve_file:
         path=r"[A-Za-z0-9_./-]+\.csv",
     log:
         f"{LOGS}/retrieve/{{source}}/{{path}}.log",
+    benchmark:
+        bench(f"{LOGS}/retrieve/{{source}}/{{path}}.log")
     localrule: True
     conda:
-        env("data")
+        env("analysis")
     script:
         "../workflow_scripts/retrieve_file.py"

@@ -9,21 +9,17 @@
 #   emulation_analytic       Habitat/NeuSight-style baselines over per-op host profiles (if any)
 #   emulation_table1..5, emulation_figure2..7, emulation_claims
 #
-# Host measurements (rules/emulation_host.smk) are read from the folders in
-# config emulation.measurement_dirs. They are not inputs (that would pull the GPU rules into the
-# default DAG); their names and contents enter a params fingerprint, so adding or changing a
-# measurement file re-runs the analysis.
-
-import glob as _glob
-
-from traintime.emulation.analysis import files_fingerprint, measurement_files
+# Host measurements enter the DAG as inputs: every CSV already in the folders of
+# config emulation.measurement_dirs (the analysis keeps those whose header is a host latency table)
+# plus, when the host rules are enabled (rules/emulation_host.smk), the files those rules will
+# write, so the analysis runs after the sweeps of the same invocation. Adding or changing a
+# measurement file reruns the analysis (input functions in rules/common.smk). The default (CPU) DAG
+# defines no GPU rule.
 
 EMU = f"{RESULTS}/emulation"
 EMU_CFG = config["emulation"]
-EMU_MEASUREMENT_FILES = measurement_files(EMU_CFG["measurement_dirs"])
-EMU_MEASUREMENT_FINGERPRINT = files_fingerprint(EMU_MEASUREMENT_FILES)
-EMU_OP_FILES = sorted(_glob.glob(EMU_CFG["op_profile_glob"]))
-EMU_OP_FINGERPRINT = files_fingerprint(EMU_OP_FILES)
+
+
 EMU_PREDICTIONS = [
     f"{EMU}/predictions_emulation.csv",
     f"{EMU}/predictions_flops.csv",
@@ -36,6 +32,8 @@ EMU_FIGURES = ["figure2", "figure3", "figure4", "figure5", "figure6", "figure7"]
 
 rule retrieve_traces:
     """Retrieve every pinned trace file (mirror or URL, sha256-checked); absent files are skipped."""
+    input:
+        lib=lib("emulation_retrieve_traces"),
     output:
         traces=directory(f"{RAW}/gpu_profiler/gpu_traces"),
         manifest=f"{DATA}/traces_manifest.csv",
@@ -44,9 +42,11 @@ rule retrieve_traces:
         gpu_specs=config["gpu_specs"],
     log:
         f"{LOGS}/emulation/retrieve_traces.log",
+    benchmark:
+        bench(f"{LOGS}/emulation/retrieve_traces.log")
     localrule: True
     conda:
-        env("data")
+        env("analysis")
     script:
         "../workflow_scripts/emulation_retrieve_traces.py"
 
@@ -56,31 +56,37 @@ rule normalise_traces:
     input:
         traces=f"{RAW}/gpu_profiler/gpu_traces",
         manifest=f"{DATA}/traces_manifest.csv",
+        lib=lib("emulation_normalise_traces"),
     output:
         f"{DATA}/traces.csv",
     params:
         gpu_specs=config["gpu_specs"],
     log:
         f"{LOGS}/emulation/normalise_traces.log",
+    benchmark:
+        bench(f"{LOGS}/emulation/normalise_traces.log")
     conda:
-        env("data")
+        env("analysis")
     script:
         "../workflow_scripts/emulation_normalise_traces.py"
 
 
 rule emulation_measurements:
     """Merge and validate the host latency rows present in the measurement folders."""
+    input:
+        measurements=emulation_measurement_inputs,
+        lib=lib("emulation_measurements"),
     output:
         rows=f"{EMU}/measurements.csv",
         sources=f"{EMU}/measurements_sources.json",
     params:
         dirs=EMU_CFG["measurement_dirs"],
-        files=EMU_MEASUREMENT_FILES,
-        fingerprint=EMU_MEASUREMENT_FINGERPRINT,
     log:
         f"{LOGS}/emulation/measurements.log",
+    benchmark:
+        bench(f"{LOGS}/emulation/measurements.log")
     conda:
-        env("emulation")
+        env("analysis")
     script:
         "../workflow_scripts/emulation_measurements.py"
 
@@ -90,17 +96,21 @@ rule emulation_predict:
     input:
         traces=f"{DATA}/traces.csv",
         rows=f"{EMU}/measurements.csv",
+        lib=lib("emulation_predict"),
     output:
         mapping=f"{EMU}/spec_mapping.csv",
         predictions=f"{EMU}/predictions_emulation.csv",
         oracle=f"{EMU}/oracle.csv",
+        mapping_status=f"{EMU}/mapping_status.csv",
     params:
         cfg=EMU_CFG,
         gpu_specs=config["gpu_specs"],
     log:
         f"{LOGS}/emulation/predict.log",
+    benchmark:
+        bench(f"{LOGS}/emulation/predict.log")
     conda:
-        env("emulation")
+        env("analysis")
     script:
         "../workflow_scripts/emulation_predict.py"
 
@@ -109,6 +119,7 @@ rule emulation_flops:
     """FLOPS-scaling baseline for every precision and batch size of the traces."""
     input:
         traces=f"{DATA}/traces.csv",
+        lib=lib("emulation_flops"),
     output:
         f"{EMU}/predictions_flops.csv",
     params:
@@ -116,8 +127,10 @@ rule emulation_flops:
         gpu_specs=config["gpu_specs"],
     log:
         f"{LOGS}/emulation/flops.log",
+    benchmark:
+        bench(f"{LOGS}/emulation/flops.log")
     conda:
-        env("emulation")
+        env("analysis")
     script:
         "../workflow_scripts/emulation_flops.py"
 
@@ -126,6 +139,7 @@ rule emulation_learned:
     """Learned cross-GPU baseline on the main slice, leave-one-target-GPU-out, every seed."""
     input:
         traces=f"{DATA}/traces.csv",
+        lib=lib("emulation_learned"),
     output:
         f"{EMU}/predictions_learned.csv",
     params:
@@ -134,8 +148,10 @@ rule emulation_learned:
         gpu_specs=config["gpu_specs"],
     log:
         f"{LOGS}/emulation/learned.log",
+    benchmark:
+        bench(f"{LOGS}/emulation/learned.log")
     conda:
-        env("emulation")
+        env("analysis")
     script:
         "../workflow_scripts/emulation_learned.py"
 
@@ -145,27 +161,31 @@ rule emulation_analytic:
     input:
         traces=f"{DATA}/traces.csv",
         rows=f"{EMU}/measurements.csv",
+        ops=emulation_op_inputs,
+        lib=lib("emulation_analytic"),
     output:
         predictions=f"{EMU}/predictions_analytic.csv",
         status=f"{EMU}/analytic_status.md",
     params:
         cfg=EMU_CFG,
-        files=EMU_OP_FILES,
-        fingerprint=EMU_OP_FINGERPRINT,
         gpu_specs=config["gpu_specs"],
     log:
         f"{LOGS}/emulation/analytic.log",
+    benchmark:
+        bench(f"{LOGS}/emulation/analytic.log")
     conda:
-        env("emulation")
+        env("analysis")
     script:
         "../workflow_scripts/emulation_analytic.py"
 
 
 rule emulation_table1:
-    """Table 1: method comparison (MAPE, median APE, SD, Spearman, Pearson of logs)."""
+    """Table 1: method comparison (MAPE, median APE, SD, Spearman, Pearson of logs); infeasible mappings counted."""
     input:
         predictions=EMU_PREDICTIONS,
         manifest=f"{DATA}/traces_manifest.csv",
+        mapping_status=f"{EMU}/mapping_status.csv",
+        lib=lib("emulation_tables"),
     output:
         csv=f"{TABLES}/emulation_table1.csv",
         md=report(f"{TABLES}/emulation_table1.md", caption="../report/emulation_table1.rst",
@@ -175,8 +195,10 @@ rule emulation_table1:
         table="table1",
     log:
         f"{LOGS}/emulation/table1.log",
+    benchmark:
+        bench(f"{LOGS}/emulation/table1.log")
     conda:
-        env("emulation")
+        env("analysis")
     script:
         "../workflow_scripts/emulation_tables.py"
 
@@ -186,6 +208,7 @@ rule emulation_table2:
     input:
         predictions=EMU_PREDICTIONS,
         manifest=f"{DATA}/traces_manifest.csv",
+        lib=lib("emulation_tables"),
     output:
         csv=f"{TABLES}/emulation_table2.csv",
         md=report(f"{TABLES}/emulation_table2.md", caption="../report/emulation_table2.rst",
@@ -198,8 +221,10 @@ rule emulation_table2:
         table="table2",
     log:
         f"{LOGS}/emulation/table2.log",
+    benchmark:
+        bench(f"{LOGS}/emulation/table2.log")
     conda:
-        env("emulation")
+        env("analysis")
     script:
         "../workflow_scripts/emulation_tables.py"
 
@@ -209,6 +234,7 @@ rule emulation_table3:
     input:
         predictions=EMU_PREDICTIONS,
         manifest=f"{DATA}/traces_manifest.csv",
+        lib=lib("emulation_tables"),
     output:
         csv=f"{TABLES}/emulation_table3.csv",
         md=report(f"{TABLES}/emulation_table3.md", caption="../report/emulation_table3.rst",
@@ -218,8 +244,10 @@ rule emulation_table3:
         table="table3",
     log:
         f"{LOGS}/emulation/table3.log",
+    benchmark:
+        bench(f"{LOGS}/emulation/table3.log")
     conda:
-        env("emulation")
+        env("analysis")
     script:
         "../workflow_scripts/emulation_tables.py"
 
@@ -229,6 +257,7 @@ rule emulation_table4:
     input:
         predictions=EMU_PREDICTIONS,
         manifest=f"{DATA}/traces_manifest.csv",
+        lib=lib("emulation_tables"),
     output:
         csv=f"{TABLES}/emulation_table4.csv",
         md=report(f"{TABLES}/emulation_table4.md", caption="../report/emulation_table4.rst",
@@ -238,8 +267,10 @@ rule emulation_table4:
         table="table4",
     log:
         f"{LOGS}/emulation/table4.log",
+    benchmark:
+        bench(f"{LOGS}/emulation/table4.log")
     conda:
-        env("emulation")
+        env("analysis")
     script:
         "../workflow_scripts/emulation_tables.py"
 
@@ -249,6 +280,7 @@ rule emulation_table5:
     input:
         predictions=EMU_PREDICTIONS,
         manifest=f"{DATA}/traces_manifest.csv",
+        lib=lib("emulation_tables"),
     output:
         csv=f"{TABLES}/emulation_table5.csv",
         md=report(f"{TABLES}/emulation_table5.md", caption="../report/emulation_table5.rst",
@@ -258,8 +290,10 @@ rule emulation_table5:
         table="table5",
     log:
         f"{LOGS}/emulation/table5.log",
+    benchmark:
+        bench(f"{LOGS}/emulation/table5.log")
     conda:
-        env("emulation")
+        env("analysis")
     script:
         "../workflow_scripts/emulation_tables.py"
 
@@ -269,6 +303,7 @@ rule emulation_figure2:
     input:
         traces=f"{DATA}/traces.csv",
         rows=f"{EMU}/measurements.csv",
+        lib=lib("emulation_figures"),
     output:
         report(f"{FIGURES}/emulation_figure2.png", caption="../report/emulation_figure2.rst",
                category="Zero-shot emulation"),
@@ -278,8 +313,10 @@ rule emulation_figure2:
         gpu_specs=config["gpu_specs"],
     log:
         f"{LOGS}/emulation/figure2.log",
+    benchmark:
+        bench(f"{LOGS}/emulation/figure2.log")
     conda:
-        env("emulation")
+        env("analysis")
     script:
         "../workflow_scripts/emulation_figures.py"
 
@@ -289,6 +326,7 @@ rule emulation_figure3:
     input:
         traces=f"{DATA}/traces.csv",
         rows=f"{EMU}/measurements.csv",
+        lib=lib("emulation_figures"),
     output:
         report(f"{FIGURES}/emulation_figure3.png", caption="../report/emulation_figure3.rst",
                category="Zero-shot emulation"),
@@ -298,8 +336,10 @@ rule emulation_figure3:
         gpu_specs=config["gpu_specs"],
     log:
         f"{LOGS}/emulation/figure3.log",
+    benchmark:
+        bench(f"{LOGS}/emulation/figure3.log")
     conda:
-        env("emulation")
+        env("analysis")
     script:
         "../workflow_scripts/emulation_figures.py"
 
@@ -308,6 +348,7 @@ rule emulation_figure4:
     """Figure 4: measured vs predicted batch latency for a few models and targets."""
     input:
         predictions=EMU_PREDICTIONS,
+        lib=lib("emulation_figures"),
     output:
         report(f"{FIGURES}/emulation_figure4.png", caption="../report/emulation_figure4.rst",
                category="Zero-shot emulation"),
@@ -317,8 +358,10 @@ rule emulation_figure4:
         gpu_specs=config["gpu_specs"],
     log:
         f"{LOGS}/emulation/figure4.log",
+    benchmark:
+        bench(f"{LOGS}/emulation/figure4.log")
     conda:
-        env("emulation")
+        env("analysis")
     script:
         "../workflow_scripts/emulation_figures.py"
 
@@ -327,6 +370,7 @@ rule emulation_figure5:
     """Figure 5: share of predictions within 5/10/20/50% APE."""
     input:
         predictions=EMU_PREDICTIONS,
+        lib=lib("emulation_figures"),
     output:
         report(f"{FIGURES}/emulation_figure5.png", caption="../report/emulation_figure5.rst",
                category="Zero-shot emulation"),
@@ -336,8 +380,10 @@ rule emulation_figure5:
         gpu_specs=config["gpu_specs"],
     log:
         f"{LOGS}/emulation/figure5.log",
+    benchmark:
+        bench(f"{LOGS}/emulation/figure5.log")
     conda:
-        env("emulation")
+        env("analysis")
     script:
         "../workflow_scripts/emulation_figures.py"
 
@@ -346,6 +392,7 @@ rule emulation_figure6:
     """Figure 6: bias by target generation and input size."""
     input:
         predictions=EMU_PREDICTIONS,
+        lib=lib("emulation_figures"),
     output:
         report(f"{FIGURES}/emulation_figure6.png", caption="../report/emulation_figure6.rst",
                category="Zero-shot emulation"),
@@ -355,8 +402,10 @@ rule emulation_figure6:
         gpu_specs=config["gpu_specs"],
     log:
         f"{LOGS}/emulation/figure6.log",
+    benchmark:
+        bench(f"{LOGS}/emulation/figure6.log")
     conda:
-        env("emulation")
+        env("analysis")
     script:
         "../workflow_scripts/emulation_figures.py"
 
@@ -365,6 +414,7 @@ rule emulation_figure7:
     """Figure 7: MAPE by precision x batch size x input size."""
     input:
         predictions=EMU_PREDICTIONS,
+        lib=lib("emulation_figures"),
     output:
         report(f"{FIGURES}/emulation_figure7.png", caption="../report/emulation_figure7.rst",
                category="Zero-shot emulation"),
@@ -374,8 +424,10 @@ rule emulation_figure7:
         gpu_specs=config["gpu_specs"],
     log:
         f"{LOGS}/emulation/figure7.log",
+    benchmark:
+        bench(f"{LOGS}/emulation/figure7.log")
     conda:
-        env("emulation")
+        env("analysis")
     script:
         "../workflow_scripts/emulation_figures.py"
 
@@ -391,6 +443,7 @@ rule emulation_claims:
         table3=f"{TABLES}/emulation_table3.csv",
         table4=f"{TABLES}/emulation_table4.csv",
         table5=f"{TABLES}/emulation_table5.csv",
+        lib=lib("emulation_claims"),
     output:
         csv=f"{RESULTS}/claims_zero_shot.csv",
         md=report(f"{RESULTS}/claims_zero_shot.md", caption="../report/emulation_claims.rst",
@@ -400,8 +453,10 @@ rule emulation_claims:
         gpu_specs=config["gpu_specs"],
     log:
         f"{LOGS}/emulation/claims.log",
+    benchmark:
+        bench(f"{LOGS}/emulation/claims.log")
     conda:
-        env("emulation")
+        env("analysis")
     script:
         "../workflow_scripts/emulation_claims.py"
 

@@ -1,7 +1,9 @@
 # Host GPU measurements for the zero-shot emulation paper (config: emulation.host).
 #
-# Two GPU rules, both off the default DAG (emulation.host.enabled: false), because they need the
-# CUDA GPU named in emulation.host.host_gpu and refuse any other device:
+# Three GPU timing rules, defined only when emulation.host.enabled is true (the default DAG has none),
+# because they need the CUDA GPU named in emulation.host.host_gpu and refuse any other device. They
+# hold resources gpu=1 and timing=1, so no two run at once on one machine (profiles/default caps
+# timing at 1) and SLURM gives each a whole GPU (profiles/slurm):
 #
 #   emulation_host_sweep   every workload at every (p, f) of p_grid x f_grid
 #                          -> results/emulation/host/sweep_<HOST>.csv
@@ -27,77 +29,95 @@
 # (nested keys of a --configfile are merged into config.yaml's; name targets before --configfile).
 # Without root, use clock_backend: analytic_clock (labelled an approximation) or none.
 
-from traintime.emulation.sweep import emulable_targets as _emulable_targets
-from traintime.core.specs import canonical_gpu as _canonical_gpu, load_specs as _load_specs
-
 _HOST_CFG = config["emulation"]["host"]
-_HOST_SPECS = _load_specs(config["gpu_specs"])
-EMULATION_HOST = _canonical_gpu(_HOST_CFG["host_gpu"], _HOST_SPECS)
-EMULATION_HOST_TARGETS = _emulable_targets(
-    EMULATION_HOST,
-    _HOST_CFG["targets"] or [Path(f).stem for f in source_files("gpu_profiler")],
-    _HOST_SPECS,
-)
 EMULATION_HOST_DIR = f"{RESULTS}/emulation/host"
-
-
-rule emulation_host_sweep:
-    """Measure every configured workload at every (p, f) grid point on the host GPU."""
-    output:
-        f"{EMULATION_HOST_DIR}/sweep_{EMULATION_HOST}.csv",
-    params:
-        host=_HOST_CFG,
-        gpu_specs=config["gpu_specs"],
-    resources:
-        gpu=1,
-    log:
-        f"{LOGS}/emulation_host/sweep_{EMULATION_HOST}.log",
-    conda:
-        env("emulation")
-    script:
-        "../workflow_scripts/emulation_host_sweep.py"
-
-
-rule emulation_host_mapped:
-    """Measure every configured workload at the zero-shot (p, f) of one target GPU."""
-    output:
-        f"{EMULATION_HOST_DIR}/mapped_{EMULATION_HOST}_{{target}}.csv",
-    params:
-        host=_HOST_CFG,
-        gpu_specs=config["gpu_specs"],
-    wildcard_constraints:
-        target="|".join(EMULATION_HOST_TARGETS) or "^$",
-    resources:
-        gpu=1,
-    log:
-        f"{LOGS}/emulation_host/mapped_{EMULATION_HOST}_{{target}}.log",
-    conda:
-        env("emulation")
-    script:
-        "../workflow_scripts/emulation_host_mapped.py"
-
-
-rule emulation_host_ops:
-    """Per-op profile of every configured model and input size on the unrestricted host GPU."""
-    output:
-        f"{EMULATION_HOST_DIR}/ops/{EMULATION_HOST}.csv",
-    params:
-        host=_HOST_CFG,
-        gpu_specs=config["gpu_specs"],
-    resources:
-        gpu=1,
-    log:
-        f"{LOGS}/emulation_host/ops_{EMULATION_HOST}.log",
-    conda:
-        env("emulation")
-    script:
-        "../workflow_scripts/emulation_host_ops.py"
-
+# Files the host rules write (inputs of the analysis in rules/emulation.smk); empty when disabled.
+EMULATION_HOST_OUTPUTS = []
+EMULATION_HOST_OP_OUTPUTS = []
 
 if _HOST_CFG["enabled"]:
-    ALL_TARGETS.extend(
-        [f"{EMULATION_HOST_DIR}/sweep_{EMULATION_HOST}.csv"]
-        + [f"{EMULATION_HOST_DIR}/mapped_{EMULATION_HOST}_{t}.csv" for t in EMULATION_HOST_TARGETS]
+    # Which targets the host can emulate needs the GPU spec table: the one library import at parse
+    # time beyond validation, and only when host emulation is enabled.
+    from traintime.core.specs import canonical_gpu as _canonical_gpu, load_specs as _load_specs
+    from traintime.emulation.sweep import emulable_targets as _emulable_targets
+
+    _HOST_SPECS = _load_specs(config["gpu_specs"])
+    EMULATION_HOST = _canonical_gpu(_HOST_CFG["host_gpu"], _HOST_SPECS)
+    EMULATION_HOST_TARGETS = _emulable_targets(
+        EMULATION_HOST,
+        _HOST_CFG["targets"] or [Path(f).stem for f in source_files("gpu_profiler")],
+        _HOST_SPECS,
     )
+    EMULATION_HOST_OUTPUTS = [f"{EMULATION_HOST_DIR}/sweep_{EMULATION_HOST}.csv"] + [
+        f"{EMULATION_HOST_DIR}/mapped_{EMULATION_HOST}_{t}.csv" for t in EMULATION_HOST_TARGETS
+    ]
     if _HOST_CFG["profile_ops"]:
-        ALL_TARGETS.append(f"{EMULATION_HOST_DIR}/ops/{EMULATION_HOST}.csv")
+        EMULATION_HOST_OP_OUTPUTS = [f"{EMULATION_HOST_DIR}/ops/{EMULATION_HOST}.csv"]
+    ALL_TARGETS.extend(EMULATION_HOST_OUTPUTS + EMULATION_HOST_OP_OUTPUTS)
+
+    rule emulation_host_sweep:
+        """Measure every configured workload at every (p, f) grid point on the host GPU."""
+        input:
+            lib=lib("emulation_host_sweep"),
+        output:
+            f"{EMULATION_HOST_DIR}/sweep_{EMULATION_HOST}.csv",
+        params:
+            host=_HOST_CFG,
+            gpu_specs=config["gpu_specs"],
+        resources:
+            gpu=1,
+            timing=1,
+        log:
+            f"{LOGS}/emulation_host/sweep_{EMULATION_HOST}.log",
+        benchmark:
+            bench(f"{LOGS}/emulation_host/sweep_{EMULATION_HOST}.log")
+        conda:
+            env("torch")
+        script:
+            "../workflow_scripts/emulation_host_sweep.py"
+
+
+    rule emulation_host_mapped:
+        """Measure every configured workload at the zero-shot (p, f) of one target GPU."""
+        input:
+            lib=lib("emulation_host_mapped"),
+        output:
+            f"{EMULATION_HOST_DIR}/mapped_{EMULATION_HOST}_{{target}}.csv",
+        params:
+            host=_HOST_CFG,
+            gpu_specs=config["gpu_specs"],
+        wildcard_constraints:
+            target="|".join(EMULATION_HOST_TARGETS) or "^$",
+        resources:
+            gpu=1,
+            timing=1,
+        log:
+            f"{LOGS}/emulation_host/mapped_{EMULATION_HOST}_{{target}}.log",
+        benchmark:
+            bench(f"{LOGS}/emulation_host/mapped_{EMULATION_HOST}_{{target}}.log")
+        conda:
+            env("torch")
+        script:
+            "../workflow_scripts/emulation_host_mapped.py"
+
+
+    rule emulation_host_ops:
+        """Per-op profile of every configured model and input size on the unrestricted host GPU."""
+        input:
+            lib=lib("emulation_host_ops"),
+        output:
+            f"{EMULATION_HOST_DIR}/ops/{EMULATION_HOST}.csv",
+        params:
+            host=_HOST_CFG,
+            gpu_specs=config["gpu_specs"],
+        resources:
+            gpu=1,
+            timing=1,
+        log:
+            f"{LOGS}/emulation_host/ops_{EMULATION_HOST}.log",
+        benchmark:
+            bench(f"{LOGS}/emulation_host/ops_{EMULATION_HOST}.log")
+        conda:
+            env("torch")
+        script:
+            "../workflow_scripts/emulation_host_ops.py"

@@ -1,5 +1,7 @@
-# Report stage: the HTML report's description (snakemake --report report.zip) and an index of every
-# table, figure, model and data file (results/report_index.md). Included last: it indexes ALL_TARGETS.
+# Report stage: the HTML report's description (snakemake --report report.zip), an index of every
+# table, figure, model and data file (results/report_index.md) and the cost of the DAG per rule
+# (results/tables/dag_cost.csv, from every job's benchmark: record). Included last: it indexes
+# ALL_TARGETS.
 
 report: "../report/workflow.rst"
 
@@ -10,16 +12,38 @@ REPORT_INPUTS = list(ALL_TARGETS)
 rule report_index:
     """List every final product (and the other tables/figures/models) in one markdown file."""
     input:
-        REPORT_INPUTS,
+        targets=REPORT_INPUTS,
+        lib=lib("report_index"),
     output:
         f"{RESULTS}/report_index.md",
     log:
         f"{LOGS}/report/report_index.log",
+    benchmark:
+        bench(f"{LOGS}/report/report_index.log")
     localrule: True
     conda:
-        env("report")
+        env("analysis")
     script:
         "../workflow_scripts/report_index.py"
 
 
-ALL_TARGETS.append(f"{RESULTS}/report_index.md")
+rule dag_cost:
+    """Wall time and peak memory per rule from the benchmark records of every job (runs last)."""
+    input:
+        targets=REPORT_INPUTS + [f"{RESULTS}/report_index.md"],
+        lib=lib("dag_cost"),
+    output:
+        csv=report(f"{TABLES}/dag_cost.csv", caption="../report/dag_cost.rst", category="Pipeline"),
+        md=f"{TABLES}/dag_cost.md",
+    params:
+        benchmarks=BENCHMARKS,
+    log:
+        f"{LOGS}/report/dag_cost.log",
+    localrule: True
+    conda:
+        env("analysis")
+    script:
+        "../workflow_scripts/dag_cost.py"
+
+
+ALL_TARGETS.extend([f"{RESULTS}/report_index.md", f"{TABLES}/dag_cost.csv"])

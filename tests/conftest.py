@@ -27,3 +27,20 @@ def mirror() -> Path:
     if m is None:
         pytest.skip("no data mirror (set TRAINTIME_DATA_MIRROR or put shared/ beside the repo)")
     return m
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked ``gpu`` need a CUDA device: skipped (with the reason) where torch sees none."""
+    gpu_items = [it for it in items if it.get_closest_marker("gpu") is not None]
+    if not gpu_items:
+        return
+    try:
+        import torch
+
+        has_cuda = bool(torch.cuda.is_available())
+    except ImportError:  # pragma: no cover - torch is a core dependency
+        has_cuda = False
+    if not has_cuda:
+        skip = pytest.mark.skip(reason="needs a CUDA device (torch.cuda.is_available() is False)")
+        for it in gpu_items:
+            it.add_marker(skip)

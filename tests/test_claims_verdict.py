@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pandas as pd
 import pytest
+from scipy import stats
 
 from traintime.chronos.claims import (
     ClaimValue,
@@ -21,35 +22,111 @@ from traintime.chronos.claims import (
     load_claims,
     verdict,
 )
+from traintime.core.errors import SchemaError
+from traintime.core.verdict import t_interval, value_verdict, verdict_counts, write_verdict_counts
 
 
-@pytest.mark.parametrize("kind,published,mean,sd,expected", [
-    ("value", 22.13, 24.0, 0.1, "reproduced"),        # |1.87| <= 10% of 22.13
-    ("value", 22.13, 25.0, 0.1, "not reproduced"),    # 2.87 > 2.213
-    ("value", 22.13, 25.0, 1.5, "reproduced"),        # 2.87 <= 2 x 1.5
-    ("value", 13.7, 7.44, 0.48, "not reproduced"),    # better than published is still a different number
-    ("max", 0.3, 0.2558, 0.0, "reproduced"),
-    ("max", 0.3, 0.31, 0.0, "not reproduced"),
-    ("count", 324, 324.0, 0.0, "reproduced"),
-    ("count", 324, 323.0, 0.0, "not reproduced"),
-    ("statement", None, 1.0, 0.0, "reproduced"),
-    ("statement", None, 0.0, 0.0, "not reproduced"),
-    ("share", None, 60.0, 0.0, "reproduced"),
-    ("share", None, 40.0, 0.0, "not reproduced"),
-    ("all", None, 99.0, 0.0, "not reproduced"),
-    ("all", None, 100.0, 0.0, "reproduced"),
-    ("none", 52.5, None, None, "not reproducible from released data"),
-    ("value", 22.13, float("nan"), 0.0, "not evaluated"),
+@pytest.mark.parametrize("kind,published,mean,sd,n,expected", [
+    ("value", 22.13, 24.0, 0.0, 1, "reproduced"),        # |1.87| <= 10% of 22.13, deterministic
+    ("value", 22.13, 25.0, 0.0, 1, "not reproduced"),    # 2.87 > 2.213
+    ("value", 22.13, 25.0, 1.5, 5, "not reproduced"),    # half-width 1.86 <= 2.213; the old rule's 2 x sd passed it
+    ("value", 22.13, 22.5, 3.0, 5, "inconclusive"),      # half-width 3.72 > 2.213: noise never yields reproduced
+    ("value", 13.7, 7.44, 0.48, 5, "not reproduced"),    # better than published is still a different number
+    ("max", 0.3, 0.2558, 0.0, 1, "reproduced"),
+    ("max", 0.3, 0.31, 0.0, 1, "not reproduced"),
+    ("max", 0.3, 0.29, 0.05, 5, "inconclusive"),         # the interval contains the bound
+    ("count", 324, 324.0, 0.0, 1, "reproduced"),
+    ("count", 324, 323.0, 0.0, 1, "not reproduced"),
+    ("statement", None, 1.0, 0.0, 1, "reproduced"),
+    ("statement", None, 0.0, 0.0, 1, "not reproduced"),
+    ("share", None, 60.0, 0.0, 1, "reproduced"),
+    ("share", None, 40.0, 0.0, 1, "not reproduced"),
+    ("all", None, 99.0, 0.0, 1, "not reproduced"),
+    ("all", None, 100.0, 0.0, 1, "reproduced"),
+    ("none", 52.5, None, None, 1, "not reproducible from released data"),
+    ("value", 22.13, float("nan"), 0.0, 1, "not evaluated"),
 ])
-def test_verdict_rule(kind, published, mean, sd, expected):
-    assert verdict(kind, published, mean, sd)[0] == expected
+def test_verdict_rule(kind, published, mean, sd, n, expected):
+    assert verdict(kind, published, mean, sd, n).verdict == expected
+
+
+def test_vgg16_wide_spread_is_not_reproduced():
+    """The issue's case: RMSE 28.68 +- 13.92 over 5 seeds vs published 10.45 was 'reproduced' by the
+    old max(10%, 2 sd) rule; the seed spread must never widen the tolerance."""
+    v = verdict("value", 10.45, 28.68, 13.92, 5)
+    assert v.verdict != "reproduced"
+    # t(0.975, 4) = 2.776 -> half-width 2.776 * 13.92 / sqrt(5) = 17.28 > 1.045: the interval is shown
+    half = stats.t.ppf(0.975, 4) * 13.92 / math.sqrt(5)
+    assert v.verdict == "inconclusive"
+    assert (v.ci_low, v.ci_high) == pytest.approx((28.68 - half, 28.68 + half))
+    assert v.tolerance == pytest.approx(1.045)
+    assert v.difference == pytest.approx(18.23)
+    assert "[" in v.reason and "wider than the tolerance" in v.reason
+
+
+def test_exact_match_tiny_sd_is_reproduced():
+    v = value_verdict(10.45, 10.45, 0.01, 5)
+    assert v.verdict == "reproduced" and v.difference == pytest.approx(0.0)
+
+
+def test_wide_interval_around_published_is_inconclusive():
+    v = value_verdict(10.45, 10.45, 5.0, 3)  # centred on the published value, but noise 10x the tolerance
+    assert v.verdict == "inconclusive" and v.ci_low < 10.45 < v.ci_high
+
+
+def test_deterministic_value_off_by_11_percent_is_not_reproduced():
+    v = value_verdict(20.0, 22.2, 0.0, 1)
+    assert v.verdict == "not reproduced"
+    assert v.difference == pytest.approx(2.2) and "+2.2" in v.reason and "higher" in v.reason
+    assert value_verdict(20.0, 17.8, 0.0, 1).difference == pytest.approx(-2.2)
+    assert value_verdict(20.0, 21.9, 0.0, 1).verdict == "reproduced"  # 9.5%: inside
+
+
+@pytest.mark.parametrize("published", [0.990, 0.961, 3.0])  # a correlation, a mean rank Spearman, a ratio/rank
+def test_rank_and_correlation_claims_use_the_same_relative_rule(published):
+    assert value_verdict(published, published * 1.09, 0.0, 1).verdict == "reproduced"
+    assert value_verdict(published, published * 0.89, 0.0, 1).verdict == "not reproduced"
+    assert value_verdict(published, published * 0.89, 0.0, 1).tolerance == pytest.approx(0.1 * published)
+
+
+def test_zero_shot_claims_use_the_shared_rule():
+    from traintime.emulation.claims import Reproduced
+    from traintime.emulation.claims import load_claims as load_zs
+    from traintime.emulation.claims import verdict as zs_verdict
+
+    assert "tolerance" not in load_zs().columns  # no hand-set tolerance per claim any more
+    assert zs_verdict("value", "0.990", 0.990, Reproduced(0.90)).verdict == "reproduced"  # 9.1% off
+    assert zs_verdict("value", "0.990", 0.990, Reproduced(0.88)).verdict == "not reproduced"
+    assert zs_verdict("value", "14.21", 14.21, Reproduced(14.21, 4.0, "", 5)).verdict == "inconclusive"
+
+
+def test_t_interval_one_seed_has_zero_width():
+    assert t_interval(5.0, 2.0, 1) == (5.0, 5.0, 0.0)
+    lo, hi, half = t_interval(5.0, 2.0, 10)
+    assert half == pytest.approx(stats.t.ppf(0.975, 9) * 2.0 / math.sqrt(10)) and lo < 5.0 < hi
 
 
 def test_verdict_reason_says_direction():
-    assert "lower (better)" in verdict("value", 13.7, 7.44, 0.48)[1]
-    assert "higher (worse)" in verdict("value", 10.0, 20.0, 0.0)[1]
-    assert "sd over seeds" in verdict("value", 22.95, 39.44, 13.96)[1]  # published within the seed spread
-    assert "10% of the published" in verdict("value", 22.13, 24.0, 0.1)[1]
+    assert "lower" in verdict("value", 13.7, 7.44, 0.0, 1).reason
+    assert "higher" in verdict("value", 10.0, 20.0, 0.0, 1).reason
+
+
+def test_verdict_counts_and_writer(tmp_path):
+    a = pd.DataFrame({"verdict": ["reproduced", "inconclusive", "not reproduced", "not reproduced"]})
+    b = pd.DataFrame({"verdict": ["not reproducible from released data", "reproduced"]})
+    c = verdict_counts({"chronos": a, "zero_shot": b})
+    assert list(c["paper"]) == ["chronos", "zero_shot", "total"]
+    row = c.set_index("paper").loc["total"]
+    assert (row["claims"], row["reproduced"], row["not_reproduced"], row["inconclusive"], row["not_reproducible"]) \
+        == (6, 2, 2, 1, 1)
+    pa, pb = tmp_path / "a.csv", tmp_path / "b.csv"
+    a.to_csv(pa, index=False)
+    b.to_csv(pb, index=False)
+    out = tmp_path / "counts.csv"
+    write_verdict_counts({"chronos": pa, "zero_shot": pb}, out)
+    assert pd.read_csv(out).set_index("paper").loc["chronos", "not_reproduced"] == 2
+    with pytest.raises(SchemaError, match="unknown verdict"):
+        verdict_counts({"x": pd.DataFrame({"verdict": ["maybe"]})})
 
 
 def test_packaged_claims_are_complete():
@@ -78,8 +155,10 @@ def test_build_table_uses_paper_column_for_verdict():
     assert t.reproduced_paper_protocol.iloc[0] == "23.00 +- 1.00 (5 seeds)"
     assert t.reproduced_honest_protocol.iloc[0] == "35.00"
     assert "PreNeT not released" in t.why.iloc[1]
+    assert t.difference.iloc[0] == "+0.87" and t.interval_95.iloc[0].startswith("[")
+    assert t.ci95_low.iloc[0] < 23.0 < t.ci95_high.iloc[0] and t.tolerance.iloc[0] == pytest.approx(2.213)
     md = claims_markdown(t, "paper: cv.", "honest: lomo.")
-    assert "Verdict rule" in md and "10%" in md and "| a | A |" in md
+    assert "Verdict rule" in md and "10%" in md and "| a | A |" in md and "interval_95" in md
 
 
 def test_arithmetic_probe_fraction():
@@ -139,3 +218,12 @@ def test_data_values_and_end_to_end():
                         "n_seeds": [1, 1, 1]})
     ev = end_to_end_values(e2e)["end_to_end/hours_ape_pct"]
     assert ev.paper[0] == pytest.approx(2.0) and ev.honest[0] == pytest.approx(15.0)
+
+
+def test_random_forest_trees_agree_with_claims_note():
+    """The claims resource must name the tree count the estimator builds (issue 12: it said 300, code 100)."""
+    from traintime.chronos.estimators import RF_TREES, make_estimator
+
+    note = load_claims().set_index("claim_id").loc["iter_mape_rf", "note"]
+    assert f"{RF_TREES} trees" in note
+    assert make_estimator("random_forest", "CNN", 0).n_estimators == RF_TREES

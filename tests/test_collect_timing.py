@@ -111,6 +111,15 @@ def test_real_tiny_benchmark_row_on_cpu() -> None:
     assert math.isfinite(row["final_loss"])
 
 
+@pytest.mark.gpu
+def test_real_tiny_benchmark_row_on_cuda() -> None:
+    row = run_benchmark(BenchmarkJob("mixer", "synthetic", "adamw", 8, 32, img_px=8,
+                                     model_kwargs=(("embed_dim", 16), ("depth", 1))),
+                        device="cuda", num_workers=0, warmup=1, measured=3, synthetic_size=32)
+    assert row["status"] == "ok" and row["step_time_ms"] > 0
+    assert row["device"].startswith("cuda") and row["gpu"] != "cpu" and row["gpu_reported"]
+
+
 def test_device_resolution_and_cpu_columns() -> None:
     assert resolve_device("cpu").type == "cpu"
     if not torch.cuda.is_available():

@@ -17,6 +17,16 @@ def test_docs_data_md_is_current():
     assert (REPO / "docs" / "data.md").read_text() == render_data_docs()
 
 
+def test_docs_architecture_md_is_current():
+    """docs/architecture.md (rule graph + package map) must be regenerated (`make docs`) when rules
+    or module docstrings change."""
+    from traintime.core.architecture import architecture_markdown, package_map, rulegraph_mermaid
+
+    text = architecture_markdown(rulegraph_mermaid(), package_map())
+    assert "flowchart" in text and "traintime.chronos" in text
+    assert (REPO / "docs" / "architecture.md").read_text() == text, "stale: run `make docs`"
+
+
 def test_every_target_derived_column_is_flagged_in_the_docs():
     text = render_data_docs()
     for col in ("loader_ratio", "p90_step_time_ms", "t80_close_epochs"):

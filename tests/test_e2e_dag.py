@@ -56,7 +56,44 @@ def uninterrupted(tmp_path_factory, mirror) -> Path:
     work = tmp_path_factory.mktemp("run_a")
     res = subprocess.run(_cmd(work), cwd=work, env=_env(mirror), capture_output=True, text=True, timeout=1800)
     assert res.returncode == 0, res.stderr[-4000:]
+    (work / "snakemake.log").write_text(res.stdout + res.stderr)
     return work
+
+
+def _rules_that_ran(log: str) -> set[str]:
+    """Rule names of Snakemake's "Job stats" table in a run's log."""
+    lines = log.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Job stats:"))
+    out = set()
+    for line in lines[start + 3:]:
+        parts = line.split()
+        if len(parts) != 2 or parts[0] == "total":
+            break
+        out.add(parts[0])
+    return out
+
+
+@pytest.mark.slow
+def test_no_two_timing_jobs_overlapped(uninterrupted):
+    # profiles/default caps resources timing at 1 and every timing rule holds timing=1, so even with
+    # --cores 2 the benchmark, probe and convergence jobs ran one after another.
+    from traintime.core.report import benchmark_records, overlapping_jobs
+
+    records = benchmark_records(uninterrupted / "results" / "benchmarks")
+    timing = records[records["rule"].isin(["collect_bench", "collect_probe", "collect_converge"])]
+    assert set(timing["rule"]) == {"collect_bench", "collect_probe", "collect_converge"}
+    assert len(timing) >= 4
+    assert overlapping_jobs(timing) == []
+    # the check can fail: other jobs of the same run did overlap on its two cores
+    assert overlapping_jobs(records) != []
+
+
+@pytest.mark.slow
+def test_dag_cost_lists_every_rule_that_ran(uninterrupted):
+    cost = pd.read_csv(uninterrupted / "results" / "tables" / "dag_cost.csv")
+    ran = _rules_that_ran((uninterrupted / "snakemake.log").read_text()) - {"all"}
+    assert ran and set(cost["rule"]) == ran
+    assert (cost["wall_s_total"] > 0).all() and (cost["max_rss_mb"] > 0).all()
 
 
 @pytest.mark.slow

@@ -118,7 +118,8 @@ def test_generation():
 
 def host_csv(path, rows):
     df = pd.DataFrame([dict(host_gpu="RTX 5090", model="resnet50", img_px=224, batch_size=16, precision="fp32",
-                            backend="mps", requested_sm_pct=p, requested_clock_mhz=None, effective_sms=None,
+                            backend="mps", requested_sm_pct=p, requested_clock_mhz=None,
+                            effective_sms=int(round(170 * p / 100)),  # read back: the restriction check passes
                             effective_clock_mhz=None, latency_ms=t, oom=False, iters_per_replay=2, replays=10,
                             torch_version="x", device_name="x", status="ok", note=None, synthetic=syn)
                        for p, t, syn in rows])
@@ -138,9 +139,10 @@ def test_load_host_rows_dedupes_refuses_synthetic_and_fingerprints(tmp_path):
     rows = A.load_host_rows(files)
     assert len(rows) == 3 and set(rows["host_gpu"]) == {"RTX-5090"}
     assert rows.loc[rows["requested_sm_pct"] == 50.0, "latency_ms"].iloc[0] == 10.0  # first folder wins
-    fp = A.files_fingerprint(files)
+    digests = A.file_digests(files)
     host_csv(f2, [(50.0, 99.0, False), (25.0, 21.0, False)])
-    assert A.files_fingerprint(files) != fp
+    changed = A.file_digests(files)
+    assert changed[f1] == digests[f1] and changed[f2] != digests[f2]
     host_csv(f2, [(25.0, 20.0, True)])
     with pytest.raises(SchemaError, match="synthetic"):
         A.load_host_rows(files)

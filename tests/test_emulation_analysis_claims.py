@@ -27,15 +27,17 @@ from traintime.emulation.traces import evaluation_slice, normalise_traces
 
 
 def test_verdict_rules():
-    assert verdict("value", "52.10", 52.10, 3.0, Reproduced(54.9))[0] == "reproduced"
-    v, why = verdict("value", "52.10", 52.10, 3.0, Reproduced(55.2))
-    assert v == "not reproduced" and "higher" in why
-    assert verdict("count", "32", 32.0, None, Reproduced(32.0))[0] == "reproduced"
-    assert verdict("count", "32", 32.0, None, Reproduced(31.0))[0] == "not reproduced"
-    assert verdict("max", "< 60", 60.0, None, Reproduced(58.0))[0] == "reproduced"
-    assert verdict("set", "RTX-5080", None, None, Reproduced("RTX-5080"))[0] == "reproduced"
-    assert verdict("set", "RTX-5080", None, None, Reproduced("RTX-4090"))[0] == "not reproduced"
-    assert verdict("value", "1", 1.0, 0.1, None)[0] == "not evaluated"
+    # the shared rule: 10% of |published| (52.10 -> 5.21), no hand-set tolerance
+    assert verdict("value", "52.10", 52.10, Reproduced(57.2)).verdict == "reproduced"
+    v = verdict("value", "52.10", 52.10, Reproduced(57.4))
+    assert v.verdict == "not reproduced" and "higher" in v.reason and v.difference == pytest.approx(5.3)
+    assert verdict("count", "32", 32.0, Reproduced(32.0)).verdict == "reproduced"
+    assert verdict("count", "32", 32.0, Reproduced(31.0)).verdict == "not reproduced"
+    assert verdict("max", "< 60", 60.0, Reproduced(58.0)).verdict == "reproduced"
+    assert verdict("max", "< 60", 60.0, Reproduced(58.0, 3.0, "", 5)).verdict == "inconclusive"
+    assert verdict("set", "RTX-5080", None, Reproduced("RTX-5080")).verdict == "reproduced"
+    assert verdict("set", "RTX-5080", None, Reproduced("RTX-4090")).verdict == "not reproduced"
+    assert verdict("value", "1", 1.0, None).verdict == "not evaluated"
 
 
 def test_claims_table_marks_unmet_needs():
@@ -77,7 +79,11 @@ def synthetic_study():
 
 def test_emulation_path_end_to_end(tmp_path):
     sweep, targets = synthetic_study()
-    pred, orc = host_predictions(sweep, targets, "mps")
+    # default distance limits (10 %): the 3080's point is 12 % off its clock, the 5060's 13 % off its SM
+    # share -> infeasible, no prediction; the 4090 (6 % / 1 %) stays
+    strict, _ = host_predictions(sweep, targets, "mps")
+    assert set(strict.loc[strict["method"] == "emulation", "gpu"]) == {"RTX-4090"}
+    pred, orc = host_predictions(sweep, targets, "mps", max_sm_distance=0.2, max_clock_distance=0.2)
     frames = [A.to_predictions(g, m) for m, g in pred.groupby("method")]
     allp = pd.concat(frames, ignore_index=True)
     assert set(allp["method"]) == {"emulation", "emulation_oracle"}

@@ -40,10 +40,18 @@ def test_describe_device_on_this_machine():
 
     info = describe_device(nvml=False)
     if torch.cuda.is_available():  # pragma: no cover - GPU machines only
-        assert info.is_cuda and info.sms and info.compute_capability
-    else:
-        assert info.name == "cpu" and not info.is_cuda and info.sms is None
+        pytest.skip("a CUDA device is present: see test_describe_device_on_cuda")
+    assert info.name == "cpu" and not info.is_cuda and info.sms is None
     assert info.torch_version == torch.__version__
+
+
+@pytest.mark.gpu
+def test_describe_device_on_cuda():
+    import torch
+
+    info = describe_device(nvml=False)
+    assert info.is_cuda and info.sms and info.compute_capability
+    assert info.sms == torch.cuda.get_device_properties(0).multi_processor_count
 
 
 def test_describe_device_from_nvml_only_reads():

@@ -8,11 +8,13 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from traintime.core.errors import DeviceStateError
+from traintime.core.errors import ConfigError, DeviceStateError
 from traintime.emulation.mapping import (
     green_ctx_sms,
     host_predictions,
     landscape,
+    mapping_distance,
+    mapping_status,
     mps_percent,
     nearest_clock,
     nearest_point,
@@ -125,7 +127,9 @@ def test_nearest_point_prefers_p_then_f():
 def test_spec_mapped_predictions_use_the_mapped_point():
     sweep = sweep_points(make_sweep({"resnet50": 10.0}))
     targets = make_targets([("RTX-3080", "resnet50", 12.0), ("RTX-5090", "resnet50", 3.0)])
-    pred = spec_mapped_predictions(sweep, targets)
+    # RTX 3080 boost 1710 MHz, nearest swept clock 1500 MHz: 12% away -> infeasible by default (10%)
+    assert spec_mapped_predictions(sweep, targets).empty
+    pred = spec_mapped_predictions(sweep, targets, max_clock_distance=0.15)
     assert list(pred["gpu"]) == ["RTX-3080"]  # the host itself is no target
     r = pred.iloc[0]
     # RTX 3080: 68/170 SMs = 40 %, boost 1710 MHz -> nearest swept clock 1500 MHz
@@ -141,9 +145,43 @@ def test_host_predictions_name_methods_and_skip_unrestricted_rows():
     none = clock_only.assign(backend="none", requested_clock_mhz=np.nan).drop_duplicates("model")
     rows = pd.concat([sweep, clock_only, none], ignore_index=True)
     targets = make_targets([("RTX-3080", "resnet50", 12.0)])
-    pred, orc = host_predictions(rows, targets, "mps")
+    pred, orc = host_predictions(rows, targets, "mps", max_clock_distance=0.15)
     assert set(pred["method"]) == {"emulation", "emulation_nvml_clock", "emulation_oracle"}
     assert (pred.loc[pred["method"] == "emulation_nvml_clock", "p_pct"] == 100.0).all()
     assert len(orc) == 1
     empty_pred, empty_orc = host_predictions(rows.iloc[0:0], targets)
     assert empty_pred.empty and empty_orc.empty
+
+
+def test_mapping_status_refuses_far_points_and_says_why():
+    # sweep at p in {20..100} %, f in {1500, 2000, 2500} MHz on an RTX 5090 (170 SMs)
+    pts = sweep_points(make_sweep({"resnet50": 10.0}))
+    # RTX 3080: 68 SMs = 40% (a grid point), boost 1710 -> 1500 MHz is 12.3% away
+    st = mapping_status(pts, ["RTX-3080"]).iloc[0]
+    assert st["status"] == "infeasible" and "clock 1500 MHz" in st["reason"]
+    assert st["sm_distance"] == pytest.approx(0.0) and st["clock_distance"] == pytest.approx(210 / 1710)
+    assert mapping_status(pts, ["RTX-3080"], max_clock_distance=0.15).iloc[0]["status"] == "ok"
+    assert mapping_status(pts, ["RTX-3080"], max_clock_distance=None).iloc[0]["status"] == "ok"
+    # a coarse sweep (only 100 % and 20 % measured) cannot reach 40 %: infeasible on the SM axis
+    coarse = pts[pts["p_pct"].isin([20.0, 100.0])]
+    st = mapping_status(coarse, ["RTX-3080"], max_clock_distance=None).iloc[0]
+    assert st["status"] == "infeasible" and "SM share 20%" in st["reason"] and st["sm_distance"] == pytest.approx(0.5)
+    # a target with more SMs than the host is infeasible, not silently mapped to 100 %
+    big = mapping_status(sweep_points(make_sweep({"resnet50": 10.0}, host="RTX-3080")), ["RTX-5090"])
+    assert big.iloc[0]["status"] == "infeasible" and "SMs" in big.iloc[0]["reason"]
+    assert mapping_distance(40.0, 1500.0, 40.0, 1710.0) == pytest.approx((0.0, 210 / 1710))
+    with pytest.raises(ConfigError):
+        mapping_status(pts, ["RTX-3080"], max_sm_distance=-1)
+
+
+def test_infeasible_mapping_is_counted_in_table1():
+    from traintime.emulation.tables import table1
+
+    pts = sweep_points(make_sweep({"resnet50": 10.0}))
+    targets = make_targets([("RTX-3080", "resnet50", 12.0), ("RTX-3060", "resnet50", 20.0)])
+    pred, _ = host_predictions(pts, targets, "mps")
+    status = mapping_status(pts[pts["backend"] == "mps"], ["RTX-3080", "RTX-3060"])
+    t = table1(pred.assign(seed=-1), status)
+    emu = t[t["method"] == "emulation"]
+    assert int(emu["n_infeasible_targets"].iloc[0]) == int((status["status"] == "infeasible").sum()) >= 1
+    assert "infeasible" in emu["note"].iloc[0]

@@ -53,6 +53,9 @@ def test_cpu_smoke_writes_valid_labelled_outputs(script, tmp_path):
     assert (df["status"] == "ok").all() and (df["latency_ms"] > 0).all()
     assert sorted(df["effective_sms"].dropna().astype(int)) == [16, 64]
     assert df["note"].str.contains("nothing restricted").all()
+    # the simulated partitions were not checked: their rows say so in the raw file
+    assert set(df.loc[df["backend"] == "green_ctx", "check"]) == {"skipped"}
+    assert set(df.loc[df["backend"] == "none", "check"]) == {"not_needed"}
     run = json.loads((out / "emulation_h200_run.json").read_text())
     assert run["complete"] is True and run["rows"] == {"ok": 3} and run["skipped"] == []
     assert any("synthetic" in w for w in run["warnings"])
@@ -188,3 +191,20 @@ def test_a_partition_that_cannot_be_created_gives_error_rows_once(script, tmp_pa
     assert green["note"].str.contains("cannot create a green context of 16 SMs").all()
     assert calls == [16]  # not retried for the second workload
     assert (df[df["backend"] == "none"]["status"] == "ok").all()
+
+
+def test_reference_copy_keeps_only_rows_whose_check_passed(script, tmp_path):
+    base = dict(host_gpu="H200-SXM", model="resnet50", img_px=64, batch_size=16, precision="fp32",
+                requested_clock_mhz=None, effective_clock_mhz=None, latency_ms=1.0, oom=False, iters_per_replay=2,
+                replays=10, torch_version="x", device_name="x", status="ok", note=None, synthetic=False)
+    rows = [dict(base, backend="none", requested_sm_pct=100.0, effective_sms=132),
+            dict(base, backend="green_ctx", requested_sm_pct=48.4848, effective_sms=64, check="failed"),
+            dict(base, backend="green_ctx", requested_sm_pct=24.2424, effective_sms=32)]
+    raw = tmp_path / "raw.csv"
+    pd.DataFrame(rows).to_csv(raw, index=False)
+    run: dict = {}
+    script.write_trusted_reference(raw, tmp_path / "ref.csv", run)
+    ref = pd.read_csv(tmp_path / "ref.csv")
+    assert sorted(ref["requested_sm_pct"]) == [24.2424, 100.0]  # the failed-check row did not land
+    assert run["reference_rows_excluded"] == {"failed": 1}
+    assert len(pd.read_csv(raw)) == 3  # the raw file keeps every row

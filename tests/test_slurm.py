@@ -19,6 +19,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -55,9 +56,14 @@ def gpu_entries(profile: dict) -> dict[str, dict]:
 def workflow_rules() -> frozenset[str]:
     """Names of the rules of the main Snakefile (``snakemake --list-rules``), read with
     profiles/slurm as the workflow profile (an option Snakemake does not know fails here)."""
-    proc = subprocess.run(
-        [sys.executable, "-m", "snakemake", "--list-rules", "--workflow-profile", str(PROFILE.parent)],
-        cwd=REPO, capture_output=True, text=True, timeout=120)
+    # The host-emulation GPU rules exist only when emulation.host.enabled is true: list them too.
+    with tempfile.TemporaryDirectory() as tmp:
+        host_on = Path(tmp) / "host_on.yaml"
+        host_on.write_text("emulation: {host: {enabled: true}}\n")
+        proc = subprocess.run(
+            [sys.executable, "-m", "snakemake", "--list-rules", "--workflow-profile", str(PROFILE.parent),
+             "--configfile", str(host_on)],
+            cwd=REPO, capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, (f"snakemake --list-rules --workflow-profile profiles/slurm "
                                   f"failed:\n{proc.stderr[-3000:]}")
     names = {line.split()[0] for line in proc.stdout.splitlines() if line.strip()}

@@ -11,7 +11,7 @@ from traintime.core.workflow import run_script
 
 
 def main(snakemake):
-    pred = load_predictions(list(snakemake.input))
+    pred = load_predictions(list(snakemake.input.predictions))
     figure_pred_vs_measured(pred, snakemake.output.scatter)
     figure_grouped_errors(pred, snakemake.output.grouped)
     figure_seed_spread(pred, load_reference(), snakemake.output.seeds)

@@ -6,7 +6,7 @@ from traintime.core.workflow import run_script
 
 
 def main(snakemake):
-    pred = load_predictions(list(snakemake.input))
+    pred = load_predictions(list(snakemake.input.parts))
     pred = pred.sort_values(["family", "feature_set", "estimator", "seed", "fold", "row_id"], kind="mergesort")
     write_csv(pred, snakemake.output[0])
 

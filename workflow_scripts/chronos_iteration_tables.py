@@ -21,7 +21,7 @@ REF_NOTE = ("`paper_*` columns are the published CHRONOS values, `released_*` th
 
 
 def main(snakemake):
-    pred = load_predictions(list(snakemake.input))
+    pred = load_predictions(list(snakemake.input.predictions))
     ref = load_reference()
     out = snakemake.output
     write_table(per_model_rmse_table(pred, ref), out.per_model_rmse, out.per_model_rmse_md,

@@ -9,7 +9,7 @@ from traintime.measure.local import merge_local_convergence, merge_local_iterati
 
 def main(snakemake):
     if snakemake.rule == "collect_merge_iteration":
-        merge_local_iteration(list(snakemake.input), snakemake.output[0])
+        merge_local_iteration(list(snakemake.input.rows), snakemake.output[0])
         return
     merge_local_convergence(list(snakemake.input.rows), snakemake.output.table)
     curves = pd.concat([read_csv(p) for p in snakemake.input.curves], ignore_index=True)

@@ -22,13 +22,14 @@ log = logging.getLogger("traintime")
 
 def main(snakemake):
     cfg, p = snakemake.params.cfg, snakemake.params
-    if not p.files:
+    files = list(snakemake.input.ops)
+    if not files:
         log.info("%s", NO_OPS)
         write_csv(empty_predictions(), snakemake.output.predictions)
         write_text(f"Habitat/NeuSight-style baselines skipped: {NO_OPS}.\n", snakemake.output.status)
         return
     specs = load_specs(p.gpu_specs)
-    ops = pd.concat([OP_PROFILE.validate(read_csv(f), source=f) for f in p.files], ignore_index=True)
+    ops = pd.concat([OP_PROFILE.validate(read_csv(f), source=f) for f in files], ignore_index=True)
     if ops["synthetic"].any():
         raise SchemaError("op profiles contain synthetic rows (synthetic=True); measurements only")
     targets = evaluation_slice(load_traces(snakemake.input.traces), None, None, cfg["include_cleanup"],
@@ -38,7 +39,7 @@ def main(snakemake):
     pred = analytic_predictions(ops, targets, step, specs)
     frames = [to_predictions(g, m) for m, g in pred.groupby("method")] if not pred.empty else [empty_predictions()]
     write_csv(pd.concat(frames, ignore_index=True), snakemake.output.predictions)
-    write_text(f"Habitat/NeuSight-style baselines from {len(p.files)} op-profile file(s), "
+    write_text(f"Habitat/NeuSight-style baselines from {len(files)} op-profile file(s), "
                f"{ops.groupby(['host_gpu', 'model', 'img_px', 'batch_size', 'precision']).ngroups} workloads.\n",
                snakemake.output.status)
 

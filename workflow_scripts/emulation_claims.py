@@ -4,6 +4,7 @@ from traintime.core.io import read_csv, write_csv, write_text
 from traintime.core.specs import canonical_gpu, load_specs
 from traintime.core.workflow import run_script
 from traintime.emulation import analysis as A
+from traintime.emulation import tables as T
 from traintime.emulation.claims import (
     build_claims_table,
     claims_markdown,
@@ -18,7 +19,7 @@ def main(snakemake):
     specs = load_specs(snakemake.params.gpu_specs)
     host = canonical_gpu(cfg["reference_host"], specs)
     pred = A.read_predictions(i.predictions)
-    main_pred = A.main_slice(pred, cfg["precision"], cfg["batch_size"])
+    main_pred = T.main_slice(pred, cfg["precision"], cfg["batch_size"])
     manifest = MANIFEST.validate(read_csv(i.manifest), source=i.manifest)
     traces = load_traces(i.traces)
     tmain = evaluation_slice(traces, cfg["precision"], cfg["batch_size"], include_cleanup=True,
@@ -34,7 +35,7 @@ def main(snakemake):
                  "traces": bool(manifest["present"].all())}
     table = build_claims_table(load_claims(), values, available)
     write_csv(table, snakemake.output.csv)
-    write_text(claims_markdown(table, "\n" + A.scope_note(cfg, main_pred, manifest) + "\n"), snakemake.output.md)
+    write_text(claims_markdown(table, "\n" + T.scope_note(cfg, main_pred, manifest) + "\n"), snakemake.output.md)
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from traintime.core.specs import load_specs
 from traintime.core.workflow import run_script
 from traintime.emulation import analysis as A
+from traintime.emulation import tables as T
 from traintime.emulation import plots
 from traintime.emulation.mapping import (
     landscape,
@@ -65,9 +66,9 @@ def main(snakemake):
                                    "red: oracle, orange: spec-mapped")
         return
     pred = A.read_predictions(snakemake.input.predictions)
-    main_pred = A.main_slice(pred, cfg["precision"], cfg["batch_size"])
-    absent = [m for m in A.missing_notes(pred["method"].unique()) if m != "emulation_oracle"]
-    missing = ("not shown (no host measurements / op profiles): " + ", ".join(A.method_label(m) for m in absent)
+    main_pred = T.main_slice(pred, cfg["precision"], cfg["batch_size"])
+    absent = [m for m in T.missing_notes(pred["method"].unique()) if m != "emulation_oracle"]
+    missing = ("not shown (no host measurements / op profiles): " + ", ".join(T.method_label(m) for m in absent)
                if absent else "")
     note = f"{slice_txt}; {missing}" if missing else slice_txt
     if which == "figure4":
@@ -75,7 +76,7 @@ def main(snakemake):
     elif which == "figure5":
         plots.figure5(A.threshold_shares(main_pred), path, note=note)
     elif which == "figure6":
-        plots.figure6(A.bias_table(main_pred, specs), path, note=note)
+        plots.figure6(T.bias_table(main_pred, specs), path, note=note)
     elif which == "figure7":
         grid = A.grid_mape(pred)
         extra = "learned baseline: main slice only" if "learned" in set(grid["method"]) else ""

@@ -2,15 +2,18 @@
 
 from traintime.core.io import write_csv, write_json
 from traintime.core.workflow import run_script
-from traintime.emulation.analysis import load_host_rows
+from traintime.emulation.analysis import file_digests, host_latency_files, load_host_rows
 
 
 def main(snakemake):
-    p = snakemake.params
-    rows = load_host_rows(p.files)
+    files = host_latency_files(snakemake.input.measurements)
+    excluded = []
+    rows = load_host_rows(files, excluded=excluded)
     write_csv(rows, snakemake.output.rows)
-    write_json({"folders": list(p.dirs), "files": list(p.files), "fingerprint": p.fingerprint,
-                "rows": int(len(rows)), "hosts": sorted(rows["host_gpu"].unique().tolist())},
+    bad = [r for df in excluded for r in df[["source_file", "check", "check_reason"]].to_dict("records")]
+    write_json({"folders": list(snakemake.params.dirs), "files": file_digests(files),
+                "rows": int(len(rows)), "hosts": sorted(rows["host_gpu"].unique().tolist()),
+                "excluded_rows": len(bad), "excluded": bad},
                snakemake.output.sources)
 
 

@@ -1,4 +1,5 @@
-"""Spec mapping, spec-mapped and oracle predictions from host rows (rule emulation_predict)."""
+"""Spec mapping, spec-mapped and oracle predictions from host rows, and the feasibility of each
+mapping (rule emulation_predict)."""
 
 import pandas as pd
 
@@ -10,7 +11,7 @@ from traintime.emulation.analysis import (
     read_host_table,
     to_predictions,
 )
-from traintime.emulation.mapping import host_predictions, spec_mapping
+from traintime.emulation.mapping import host_predictions, mapping_status, spec_mapping, sweep_points
 from traintime.emulation.traces import evaluation_slice, load_traces
 
 
@@ -24,7 +25,11 @@ def main(snakemake):
     mapping = pd.concat([spec_mapping(h, [g for g in gpus if g != h], specs, backend=cfg["mapping_backend"])
                          for h in hosts], ignore_index=True)
     write_csv(mapping, snakemake.output.mapping)
-    pred, orc = host_predictions(host, targets, cfg["mapping_backend"], specs)
+    limits = dict(max_sm_distance=cfg["mapping_max_sm_distance"], max_clock_distance=cfg["mapping_max_clock_distance"])
+    pred, orc = host_predictions(host, targets, cfg["mapping_backend"], specs, **limits)
+    pts = sweep_points(host, specs) if not host.empty else host
+    pts = pts[pts["backend"] == cfg["mapping_backend"]] if not pts.empty else pts
+    write_csv(mapping_status(pts, gpus, specs, **limits), snakemake.output.mapping_status)
     frames = [to_predictions(g, m) for m, g in pred.groupby("method")] if not pred.empty else []
     out = pd.concat(frames, ignore_index=True) if frames else empty_predictions()
     write_csv(out, snakemake.output.predictions)

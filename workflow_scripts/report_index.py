@@ -9,7 +9,7 @@ from traintime.core.workflow import run_script
 
 def main(snakemake):
     out = Path(snakemake.output[0])  # results/report_index.md: the index covers its folder
-    write_text(report_index_markdown(out.parent, list(snakemake.input)), out)
+    write_text(report_index_markdown(out.parent, list(snakemake.input.targets)), out)
 
 
 if __name__ == "__main__":

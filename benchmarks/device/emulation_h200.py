@@ -233,14 +233,33 @@ def green_check(backend: GreenContextBackend, sms_list: list[int], total: int, n
     return out
 
 
+def write_trusted_reference(raw_csv: Path, ref_csv: Path, run: dict[str, Any]) -> None:
+    """Copy the rows of ``raw_csv`` whose restriction check passed or was not needed to ``ref_csv``;
+    the raw file keeps every row with its ``check``; the count left out goes into ``run``."""
+    import pandas as pd
+
+    from traintime.emulation.trust import trusted
+
+    df = pd.read_csv(raw_csv)
+    good, bad = trusted(df, source=str(raw_csv))
+    run["reference_rows_excluded"] = {str(k): int(v) for k, v in bad["check"].value_counts().items()}
+    if good.empty:
+        say(f"no trusted rows: nothing copied to {ref_csv}")
+        return
+    good.drop(columns=["check_reason"]).to_csv(ref_csv, index=False)
+
+
 # --- sweep ----------------------------------------------------------------------------------
 
 
 def run_sweep(args: argparse.Namespace, host: str, info: DeviceInfo, green: GreenContextBackend,
               clock_reader: Any, deadline: float, device: str, synthetic: bool, rows: list[dict[str, Any]],
-              skipped: list[str], flush: Any = None, extra_note: str = "", green_note: str = "") -> None:
+              skipped: list[str], flush: Any = None, extra_note: str = "", green_note: str = "",
+              green_check: str | None = None) -> None:
     """Measure every (model, img) on the whole device and every green partition; rows and
-    skipped points are appended in place and ``flush()`` is called after every workload."""
+    skipped points are appended in place and ``flush()`` is called after every workload.
+    ``green_check``: "failed" or "skipped" when the green-context binding check failed or was
+    skipped; recorded in the ``check`` column of every green row (traintime.emulation.trust)."""
     total = int(info.sms or H200_SMS)
     parts = plan(args, total, info.compute_capability or H200_CC)["green_partitions"]
     settings = [None] + parts  # None: the whole device, no restriction
@@ -297,6 +316,8 @@ def run_sweep(args: argparse.Namespace, host: str, info: DeviceInfo, green: Gree
                             backend="none" if sms is None else "green_ctx",
                             requested_sm_pct=100.0 if sms is None else round(100.0 * sms / total, 4)))
                         row.update(note=msg[:300], synthetic=synthetic, device_name=info.name)
+                    if sms is not None and green_check:
+                        row["check"] = green_check
                     rows.append(row)
                     lat = row.get("latency_ms")
                     say(f"{label} sms={row.get('effective_sms') or sms or 'all'}: {row['status']} "
@@ -425,6 +446,7 @@ def main(argv: list[str] | None = None) -> int:
             clock_reader = lambda: float(nv.nvmlDeviceGetClockInfo(handle, nv.NVML_CLOCK_SM))  # noqa: E731
         extra = ""
     green_note = ""
+    green_status: str | None = "skipped" if args.skip_check or device != "cuda" else None
     run["device"] = info.to_dict()
     if device == "cuda":
         run["driver_sm_resource"] = sm_resource_info(0)
@@ -447,6 +469,7 @@ def main(argv: list[str] | None = None) -> int:
             run["warnings"].append(msg)
             say("WARNING: " + msg)
             green_note = "WARNING: green-context check found the partition not binding for graph replays"
+            green_status = "failed"
 
     rows: list[dict[str, Any]] = []
     skipped: list[str] = []
@@ -479,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
     previous = signal.signal(signal.SIGTERM, on_term)
     try:
         run_sweep(args, host, info, green, clock_reader, sweep_deadline, device, synthetic, rows, skipped,
-                  flush=flush, extra_note=extra, green_note=green_note)
+                  flush=flush, extra_note=extra, green_note=green_note, green_check=green_status)
         if args.profile_ops:
             run["ops"] = {}
             try:
@@ -497,7 +520,10 @@ def main(argv: list[str] | None = None) -> int:
             ref = Path(args.reference_dir)
             ref.mkdir(parents=True, exist_ok=True)
             for f in files:
-                shutil.copy2(f, ref / f.name)
+                if f == csv:  # only rows whose restriction check passed (or needed none) land there
+                    write_trusted_reference(csv, ref / f.name, run)
+                else:
+                    shutil.copy2(f, ref / f.name)
         say(f"done in {run['elapsed_s']} s: {run.get('rows')} rows, {len(skipped)} skipped; outputs in {out}")
     if rows:
         print(rows_to_frame(rows)[["model", "img_px", "backend", "effective_sms", "latency_ms", "status"]]

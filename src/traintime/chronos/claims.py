@@ -6,15 +6,22 @@ looked up under, and the ``kind`` of check. :func:`collect_values` computes the 
 from the project's tables (two columns: the paper's protocol and an honest one);
 :func:`build_claims_table` applies the verdict rule (:func:`verdict`) and writes the reasons.
 
-Verdict rule (stated in the rendered table, :func:`claims_markdown`), by ``kind``:
+Verdict rule (one rule for every claim of this project, CHRONOS and zero-shot; implemented once in
+:mod:`traintime.core.verdict` and stated in the rendered tables):
 
-``value``
-    *reproduced* when the published value lies within the tolerance of the mean reproduced under
-    the paper's protocol: ``|mean - published| <= max(REL_TOL x |published|, SD_MULT x sd)``
-    (:data:`REL_TOL` = 10%, :data:`SD_MULT` = 2; sd over seeds); else *not reproduced*, and the
-    reason says whether the reproduction is lower or higher.
-``max``
-    reproduced when the reproduced value is at most the published bound.
+numeric claims (``value``: errors, times, ranks, ratios, correlations alike)
+    tolerance = 10 % of |published| (:data:`~traintime.core.verdict.REL_TOL`); the seed spread never
+    widens it. The reproduced value is the mean over seeds; its 95 % interval is the two-sided
+    Student-t interval mean +- t(0.975, n-1) x sd / sqrt(n) (zero width for one seed or a
+    deterministic value). Checked in this order:
+
+    1. *inconclusive* when the interval's half-width exceeds the tolerance (the interval is shown):
+       seed noise can never yield *reproduced*;
+    2. *reproduced* when |mean - published| <= tolerance;
+    3. else *not reproduced*, with the signed difference (mean - published).
+``max`` (a published bound ``< x``)
+    reproduced when the whole 95 % interval is at or below the bound, not reproduced when it is
+    wholly above, else inconclusive.
 ``count``
     reproduced when equal (to 1e-9).
 ``statement``
@@ -26,6 +33,7 @@ Verdict rule (stated in the rendered table, :func:`claims_markdown`), by ``kind`
     *not reproducible from released data*; the ``note`` says why.
 
 A claim whose reproduced value is missing (an input table absent) gets *not evaluated*.
+:func:`traintime.core.verdict.verdict_counts` counts the verdicts of the claim tables.
 """
 
 from __future__ import annotations
@@ -42,14 +50,21 @@ import pandas as pd
 from traintime.core.io import read_csv, to_markdown
 from traintime.core.metrics import mape, mean_sd, rmse
 from traintime.core.schema import Column, TableSchema
+from traintime.core.verdict import (
+    NOT_EVALUATED,
+    NOT_REPRODUCIBLE,
+    VERDICT_RULE_MD,
+    VERDICTS,
+    Verdict,
+    bound_verdict,
+    exact_verdict,
+    value_verdict,
+)
 from traintime.data.chronos_convergence import MODEL_LABELS, PAPER_MODELS
 
-REL_TOL = 0.10
-SD_MULT = 2.0
 SHARE_MIN_PCT = 50.0
 
 KINDS = ("value", "max", "count", "statement", "share", "all", "none")
-VERDICTS = ("reproduced", "not reproduced", "not reproducible from released data", "not evaluated")
 
 CLAIMS = TableSchema(
     name="paper_chronos_claims",
@@ -87,39 +102,25 @@ def load_claims(path: str | os.PathLike[str] | None = None) -> pd.DataFrame:
 
 
 def verdict(kind: str, published: float | None, mean: float | None, sd: float | None = 0.0,
-            rel_tol: float = REL_TOL, sd_mult: float = SD_MULT) -> tuple[str, str]:
-    """(verdict, reason) for one claim; see the module doc for the rule."""
+            n: int = 1) -> Verdict:
+    """The :class:`~traintime.core.verdict.Verdict` of one claim; see the module doc for the rule."""
     if kind == "none":
-        return VERDICTS[2], ""
+        return Verdict(NOT_REPRODUCIBLE, "")
     if mean is None or (isinstance(mean, float) and math.isnan(mean)):
-        return VERDICTS[3], "reproduced value missing (input table absent)"
-    sd = 0.0 if sd is None or (isinstance(sd, float) and math.isnan(sd)) else float(sd)
+        return Verdict(NOT_EVALUATED, "reproduced value missing (input table absent)")
     if kind == "value":
-        if published is None or math.isnan(published):
-            raise ValueError("a 'value' claim needs a published value")
-        tol = max(rel_tol * abs(published), sd_mult * sd)
-        diff = mean - published
-        if abs(diff) <= tol:
-            basis = (f"{sd_mult:g} x sd over seeds" if sd_mult * sd > rel_tol * abs(published)
-                     else f"{rel_tol:.0%} of the published value")
-            return VERDICTS[0], f"within tolerance {tol:.3g} ({basis}) of the published {published:g}"
-        side = "lower (better)" if diff < 0 else "higher (worse)"
-        return VERDICTS[1], (f"reproduction {side} than published by {abs(diff):.3g} "
-                             f"({abs(diff) / abs(published) * 100:.0f}%), tolerance {tol:.3g}")
+        return value_verdict(published, mean, sd, n)  # type: ignore[arg-type]
     if kind == "max":
-        ok = mean <= float(published)  # type: ignore[arg-type]
-        return (VERDICTS[0] if ok else VERDICTS[1]), f"{mean:.4g} {'<=' if ok else '>'} bound {published:g}"
+        return bound_verdict(float(published), mean, sd, n)  # type: ignore[arg-type]
     if kind == "count":
-        ok = abs(mean - float(published)) <= 1e-9  # type: ignore[arg-type]
-        return (VERDICTS[0] if ok else VERDICTS[1]), f"counted {mean:g}"
+        return exact_verdict(abs(mean - float(published)) <= 1e-9, f"counted {mean:g}")  # type: ignore[arg-type]
     if kind == "statement":
         ok = mean >= 0.5
-        return (VERDICTS[0] if ok else VERDICTS[1]), "holds" if ok else "does not hold"
+        return exact_verdict(ok, "holds" if ok else "does not hold")
     if kind in ("share", "all"):
         need = 100.0 if kind == "all" else SHARE_MIN_PCT
-        ok = mean >= need - 1e-9
-        return (VERDICTS[0] if ok else VERDICTS[1]), (f"holds in {mean:.0f}% of the released cases "
-                                                      f"(needs {'all' if kind == 'all' else 'a majority'})")
+        return exact_verdict(mean >= need - 1e-9, f"holds in {mean:.0f}% of the released cases "
+                                                  f"(needs {'all' if kind == 'all' else 'a majority'})")
     raise ValueError(f"unknown claim kind {kind!r}")
 
 
@@ -139,12 +140,25 @@ def _fmt(v: tuple[float, float, int] | None, kind: str = "value", digits: int = 
     return f"{m:.{digits}f} +- {sd:.{digits}f} ({n} seeds)" if n > 1 else f"{m:.{digits}f}"
 
 
+def _interval(vd: Verdict) -> str:
+    """The 95 % interval as text; empty for a deterministic value (zero width) or no number."""
+    if math.isnan(vd.ci_low) or vd.ci_low == vd.ci_high:
+        return ""
+    return f"[{vd.ci_low:.4g}, {vd.ci_high:.4g}]"
+
+
+def _signed(vd: Verdict) -> str:
+    return "" if math.isnan(vd.difference) else f"{vd.difference:+.4g}"
+
+
 def build_claims_table(claims: pd.DataFrame, values: Mapping[str, ClaimValue],
                        paper_protocol: str = "", honest_protocol: str = "") -> pd.DataFrame:
     """One row per claim: published, reproduced (paper / honest protocol), verdict and why.
 
-    Numeric columns ``paper_mean``, ``paper_sd``, ``honest_mean``, ``honest_sd``, ``n_seeds`` keep the
-    values for machine use.
+    Text columns ``interval_95`` (the 95 % t-interval of the paper-protocol mean over seeds) and
+    ``difference`` (signed, reproduced - published); numeric columns ``paper_mean``, ``paper_sd``,
+    ``honest_mean``, ``honest_sd``, ``n_seeds``, ``tolerance``, ``difference_value``, ``ci95_low``,
+    ``ci95_high`` keep the values for machine use.
     """
     rows = []
     for c in claims.itertuples(index=False):
@@ -153,16 +167,17 @@ def build_claims_table(claims: pd.DataFrame, values: Mapping[str, ClaimValue],
         honest = val.honest if val else None
         pub = None if c.published_value is None or pd.isna(c.published_value) else float(c.published_value)
         mean = None if paper is None else paper[0]
-        v, reason = verdict(c.kind, pub, mean, None if paper is None else paper[1])
-        why = "; ".join(x for x in (reason, val.detail if val else "", c.note or "") if x)
+        vd = verdict(c.kind, pub, mean, None if paper is None else paper[1], 1 if paper is None else int(paper[2]))
+        why = "; ".join(x for x in (vd.reason, val.detail if val else "", c.note or "") if x)
         rows.append(dict(
             claim_id=c.claim_id, claim=c.claim, published=c.published + (f" {c.unit}" if c.unit else ""),
             reproduced_paper_protocol=_fmt(paper, c.kind), reproduced_honest_protocol=_fmt(honest, c.kind),
-            verdict=v, why=why,
+            verdict=vd.verdict, interval_95=_interval(vd), difference=_signed(vd), why=why,
             source=c.source,
             paper_mean=np.nan if paper is None else paper[0], paper_sd=np.nan if paper is None else paper[1],
             honest_mean=np.nan if honest is None else honest[0], honest_sd=np.nan if honest is None else honest[1],
             n_seeds=0 if paper is None else int(paper[2]),
+            tolerance=vd.tolerance, difference_value=vd.difference, ci95_low=vd.ci_low, ci95_high=vd.ci_high,
         ))
     return pd.DataFrame(rows)
 
@@ -179,16 +194,12 @@ def claims_markdown(table: pd.DataFrame, paper_protocols: str, honest_protocols:
 {paper_protocols} *reproduced (honest protocol)*: {honest_protocols} Values are mean +- sd over seeds where
 several seeds were run.
 
-**Verdict rule** (applied to the paper-protocol column): a published error or value is *reproduced* when
-|reproduced mean - published| <= max({REL_TOL:.0%} of the published value, {SD_MULT:g} x sd over seeds); bounds
-(`< 0.3%`) must hold; counts must be equal; statements must hold, for statements over configurations in at
-least {SHARE_MIN_PCT:.0f}% of the released configurations (all of them for 'all runs' statements).
-*not reproducible from released data*: the release lacks what the claim needs (reason given).
-A reproduction that is better than published is still *not reproduced* (the number differs); the reason says
-in which direction.
+{VERDICT_RULE_MD}
+Here the rule is applied to the paper-protocol column. Statements over configurations must hold in at least
+{SHARE_MIN_PCT:.0f}% of the released configurations (all of them for 'all runs' statements).
 """
     show = table[["claim_id", "claim", "published", "reproduced_paper_protocol", "reproduced_honest_protocol",
-                  "verdict", "why"]]
+                  "verdict", "interval_95", "difference", "why"]]
     return head + "\n" + to_markdown(show)
 
 

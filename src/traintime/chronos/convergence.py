@@ -1,4 +1,4 @@
-"""Predict the convergence epoch T_conv (CHRONOS, second half): estimators, baselines, protocols.
+"""Predict the convergence epoch T_conv (CHRONOS, second half): estimators, baselines and the saved predictor.
 
 Every estimator is a scikit-learn-style object whose ``fit(rows, y)`` and ``predict(rows)``
 take canonical ``convergence`` rows (a DataFrame, see

@@ -155,6 +155,22 @@ def build_model(feature_set: str, estimator: str, family: str, seed: int,
     return IterationTimeModel(feats, est, log_target=log_target)
 
 
+def family_rows(table: pd.DataFrame, family: str, max_rows: int | None = None) -> pd.DataFrame:
+    """The ``ok`` rows of ``family`` in file order (``raw_row``), index reset; ``max_rows`` (tests
+    only) keeps that many evenly spaced rows. No row: :class:`SchemaError`."""
+    if family not in FAMILIES:
+        raise unknown_name("model family", family, FAMILIES)
+    rows = table[(table["family"] == family) & (table["status"] == "ok")]
+    if "raw_row" in rows:
+        rows = rows.sort_values("raw_row", kind="mergesort")
+    rows = rows.reset_index(drop=True)
+    if max_rows is not None and len(rows) > max_rows:
+        rows = rows.iloc[np.linspace(0, len(rows) - 1, max_rows).round().astype(int)].reset_index(drop=True)
+    if rows.empty:
+        raise SchemaError(f"iteration table: no rows of family {family!r}")
+    return rows
+
+
 def evaluate_family(table: pd.DataFrame, family: str, protocol: str, feature_sets: Sequence[str],
                     estimators: Sequence[str], seeds: Sequence[int], n_jobs: int = 1,
                     n_estimators_scale: float = 1.0, clean_options: Mapping[str, Any] | None = None,
@@ -165,17 +181,8 @@ def evaluate_family(table: pd.DataFrame, family: str, protocol: str, feature_set
     order). Category vocabularies come from the whole family (names only), as the released code's
     dummies do. ``max_rows`` (tests only) keeps every k-th row. Returns :data:`PREDICTION_COLUMNS`.
     """
-    if family not in FAMILIES:
-        raise unknown_name("model family", family, FAMILIES)
     get_protocol(protocol)
-    rows = table[(table["family"] == family) & (table["status"] == "ok")]
-    if "raw_row" in rows:
-        rows = rows.sort_values("raw_row", kind="mergesort")
-    rows = rows.reset_index(drop=True)
-    if max_rows is not None and len(rows) > max_rows:
-        rows = rows.iloc[np.linspace(0, len(rows) - 1, max_rows).round().astype(int)].reset_index(drop=True)
-    if rows.empty:
-        raise SchemaError(f"iteration table: no rows of family {family!r}")
+    rows = family_rows(table, family, max_rows)
     cats = vocabulary(rows)
     y_all = rows[ITERATION_TARGET].to_numpy(dtype=float)
     seed_split = get_protocol(protocol).seeded_split

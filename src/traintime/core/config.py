@@ -25,39 +25,33 @@ def _path(error: jsonschema.ValidationError) -> str:
     return out or "(top level)"
 
 
-def _extend_with_default(validator_class: type) -> type:
-    validate_properties = validator_class.VALIDATORS["properties"]
-
-    def set_defaults(validator, properties, instance, schema):  # type: ignore[no-untyped-def]
-        if isinstance(instance, dict):
-            for prop, sub in properties.items():
-                if isinstance(sub, dict) and "default" in sub and prop not in instance:
-                    instance[prop] = copy.deepcopy(sub["default"])
-        yield from validate_properties(validator, properties, instance, schema)
-
-    return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
-
-
-_Filling = _extend_with_default(jsonschema.Draft202012Validator)
-
-
 def load_schema(schema_path: str | Path) -> dict[str, Any]:
     with open(schema_path) as fh:
         return yaml.safe_load(fh)
 
 
+def _one_line(error: jsonschema.ValidationError) -> str:
+    msg = error.message
+    if error.validator == "additionalProperties":
+        msg = msg.replace("Additional properties are not allowed", "unknown key(s)")
+    return f"config: {_path(error)}: {msg}"
+
+
 def validate_config(config: dict[str, Any], schema_path: str | Path) -> dict[str, Any]:
-    """Fill schema defaults into ``config`` (in place) and raise :class:`ConfigError` on the first
-    violation. Returns ``config``."""
-    schema = load_schema(schema_path)
-    validator = _Filling(schema)
-    errors = sorted(validator.iter_errors(config), key=lambda e: (len(list(e.absolute_path)), str(e.message)))
-    if errors:
-        err = errors[0]
-        msg = err.message
-        if err.validator == "additionalProperties":
-            msg = msg.replace("Additional properties are not allowed", "unknown key(s)")
-        raise ConfigError(f"config: {_path(err)}: {msg}")
+    """Validate ``config`` with Snakemake's own validator and fill the schema's defaults in place
+    (``snakemake.utils.validate(config, schema, set_default=True)``, as the Snakefile does). The
+    violation Snakemake reports is re-raised as one :class:`ConfigError` line naming the key path.
+    Returns ``config``."""
+    from snakemake.exceptions import WorkflowError
+    from snakemake.utils import validate
+
+    try:
+        validate(config, str(schema_path), set_default=True)
+    except WorkflowError as exc:
+        cause = exc.__cause__ or exc.__context__  # Snakemake raises it while handling the ValidationError
+        if isinstance(cause, jsonschema.ValidationError):
+            raise ConfigError(_one_line(cause)) from None
+        raise ConfigError(f"config: {str(exc).splitlines()[0]}") from None
     return config
 
 

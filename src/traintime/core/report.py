@@ -1,9 +1,12 @@
-"""The report index: one markdown list of every table, figure, model and data file of a run."""
+"""The report index (one markdown list of every table, figure, model and data file of a run) and the
+cost of the DAG (wall time and peak memory per rule, from Snakemake's ``benchmark:`` records)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+import pandas as pd
 
 KINDS: tuple[tuple[str, str], ...] = (
     ("tables", "Tables"), ("figures", "Figures"), ("models", "Models"), ("data", "Canonical data"),
@@ -46,3 +49,58 @@ def report_index_markdown(results: str | os.PathLike[str], targets: list[str] | 
         if files:
             lines += [f"## {label}", "", *(entry(p) for p in files), ""]
     return "\n".join(lines)
+
+
+#: Columns of ``results/tables/dag_cost.csv``.
+DAG_COST_COLUMNS: tuple[str, ...] = ("rule", "jobs", "wall_s_total", "wall_s_max", "max_rss_mb", "cpu_s_total")
+
+
+def benchmark_records(bench_dir: str | os.PathLike[str]) -> pd.DataFrame:
+    """One row per Snakemake ``benchmark:`` file under ``bench_dir``: ``rule`` (the extended
+    record's ``rule_name``, else the file's path below ``bench_dir``), ``job`` (the path), ``wall_s``,
+    ``max_rss_mb``, ``cpu_s`` and ``finished_at`` / ``started_at`` (POSIX seconds: the file is
+    written when the job ends, so start = modification time - wall time). Empty when none."""
+    rows = []
+    root = Path(bench_dir)
+    for path in sorted(root.rglob("*.tsv")):
+        table = pd.read_csv(path, sep="\t")
+        if table.empty:
+            continue
+        rec = table.iloc[-1]
+        job = str(path.relative_to(root).with_suffix(""))
+        rule = rec["rule_name"] if "rule_name" in table.columns and isinstance(rec["rule_name"], str) else job
+        finished = path.stat().st_mtime
+        rss = pd.to_numeric(rec.get("max_rss"), errors="coerce")
+        rows.append({"rule": rule, "job": job, "wall_s": float(rec["s"]),
+                     "max_rss_mb": float(rss) if pd.notna(rss) else float("nan"),
+                     "cpu_s": float(pd.to_numeric(rec.get("cpu_time"), errors="coerce")),
+                     "started_at": finished - float(rec["s"]), "finished_at": finished})
+    cols = ["rule", "job", "wall_s", "max_rss_mb", "cpu_s", "started_at", "finished_at"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def dag_cost_table(records: pd.DataFrame) -> pd.DataFrame:
+    """Per rule: number of jobs, total and longest wall time (s), largest peak RSS (MB), total CPU
+    time (s), sorted by total wall time (largest first)."""
+    g = records.groupby("rule", sort=True)
+    out = pd.DataFrame({
+        "jobs": g.size(),
+        "wall_s_total": g["wall_s"].sum().round(2),
+        "wall_s_max": g["wall_s"].max().round(2),
+        "max_rss_mb": g["max_rss_mb"].max().round(1),
+        "cpu_s_total": g["cpu_s"].sum().round(2),
+    }).reset_index()
+    return out.sort_values(["wall_s_total", "rule"], ascending=[False, True], ignore_index=True)[
+        list(DAG_COST_COLUMNS)]
+
+
+def overlapping_jobs(records: pd.DataFrame, tolerance_s: float = 0.5) -> list[tuple[str, str]]:
+    """Pairs of jobs whose [started_at, finished_at] intervals overlap by more than ``tolerance_s``."""
+    r = records.sort_values("started_at").reset_index(drop=True)
+    pairs = []
+    for i in range(len(r)):
+        for j in range(i + 1, len(r)):
+            if r.loc[j, "started_at"] >= r.loc[i, "finished_at"] - tolerance_s:
+                break
+            pairs.append((r.loc[i, "job"], r.loc[j, "job"]))
+    return pairs

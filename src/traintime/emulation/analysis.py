@@ -1,4 +1,4 @@
-"""Metrics and tables of the zero-shot paper, computed from a long *predictions* table.
+"""Host measurement rows, long *predictions* frames and the zero-shot paper's metrics.
 
 Every method (emulation, oracle, FLOPS, learned, Habitat, NeuSight) is reduced to rows of
 :data:`PREDICTIONS`: one target latency ``latency_ms`` and one prediction ``pred_ms`` per (method,
@@ -107,42 +107,50 @@ def read_predictions(paths: Iterable[str | os.PathLike[str]]) -> pd.DataFrame:
 # Host measurements
 # --------------------------------------------------------------------------------------------
 
-def measurement_files(dirs: Sequence[str | os.PathLike[str]]) -> list[str]:
-    """``*.csv`` files in each folder of ``dirs`` and its subfolders (folder order, then path order).
+def is_host_latency_file(path: str | os.PathLike[str]) -> bool:
+    """Whether a CSV's header is that of a host latency table (has ``host_gpu`` and ``latency_ms``);
+    manifests, op profiles and unreadable files are not."""
+    try:
+        with open(path) as fh:
+            header = fh.readline()
+    except OSError:
+        return False
+    cols = [c.strip() for c in header.strip().split(",")]
+    return "host_gpu" in cols and "latency_ms" in cols
 
-    Missing folders are skipped. Only files that look like host latency tables (header has
-    ``host_gpu`` and ``latency_ms``) are returned; others (manifests, op profiles) are ignored.
-    """
-    out = []
-    for d in dirs:
-        for f in sorted(glob.glob(os.path.join(str(d), "**", "*.csv"), recursive=True)):
-            try:
-                with open(f) as fh:
-                    header = fh.readline()
-            except OSError:
-                continue
-            cols = [c.strip() for c in header.strip().split(",")]
-            if "host_gpu" in cols and "latency_ms" in cols:
-                out.append(f)
+
+def host_latency_files(paths: Iterable[str | os.PathLike[str]]) -> list[str]:
+    """The host latency tables among ``paths`` (see :func:`is_host_latency_file`), in order."""
+    return [str(p) for p in paths if is_host_latency_file(p)]
+
+
+def measurement_files(dirs: Sequence[str | os.PathLike[str]]) -> list[str]:
+    """Host latency tables (``*.csv``) in each folder of ``dirs`` and its subfolders (folder order,
+    then path order); missing folders are skipped."""
+    return host_latency_files(
+        f for d in dirs for f in sorted(glob.glob(os.path.join(str(d), "**", "*.csv"), recursive=True)))
+
+
+def file_digests(files: Sequence[str]) -> dict[str, str]:
+    """sha256 of each file's content, by path (provenance of the measurements a table used)."""
+    out = {}
+    for f in files:
+        with open(f, "rb") as fh:
+            out[str(f)] = hashlib.sha256(fh.read()).hexdigest()
     return out
 
 
-def files_fingerprint(files: Sequence[str]) -> str:
-    """sha256 over the names and contents of ``files`` (changes when a measurement file changes)."""
-    h = hashlib.sha256()
-    for f in files:
-        h.update(str(f).encode())
-        with open(f, "rb") as fh:
-            h.update(hashlib.sha256(fh.read()).digest())
-    return h.hexdigest()
+def load_host_rows(files: Sequence[str], allow_synthetic: bool = False,
+                   excluded: list[pd.DataFrame] | None = None) -> pd.DataFrame:
+    """Validated, *trusted* host rows of ``files`` (schema ``host_latency``), with ``source_file``,
+    ``check`` and ``check_reason`` columns.
 
-
-def load_host_rows(files: Sequence[str], allow_synthetic: bool = False) -> pd.DataFrame:
-    """Validated host rows of ``files`` (schema ``host_latency``), with a ``source_file`` column.
-
+    Rows whose restriction check (:mod:`traintime.emulation.trust`) failed or was skipped are
+    dropped here, so they reach no table; they are appended to ``excluded`` when a list is given.
     Rows repeating a key already read from an earlier file are dropped (earlier folders win) with
     a warning. Synthetic rows are refused unless ``allow_synthetic``. No file: empty frame.
     """
+    from traintime.emulation.trust import trusted
     from traintime.core.specs import canonical_gpu
 
     frames = []
@@ -155,9 +163,13 @@ def load_host_rows(files: Sequence[str], allow_synthetic: bool = False) -> pd.Da
             raise SchemaError(f"{f}: contains synthetic rows (synthetic=True); measurements only")
         df["host_gpu"] = [canonical_gpu(g) for g in df["host_gpu"]]
         df["source_file"] = str(f)
-        frames.append(df)
+        df, bad = trusted(df, source=str(f))
+        if excluded is not None and not bad.empty:
+            excluded.append(bad)
+        if not df.empty:
+            frames.append(df)
     if not frames:
-        return pd.DataFrame(columns=[*HOST_LATENCY.names, "source_file"])
+        return pd.DataFrame(columns=[*HOST_LATENCY.names, "source_file", "check_reason"])
     out = pd.concat(frames, ignore_index=True)
     dup = out.duplicated(list(HOST_LATENCY.key), keep="first")
     if dup.any():
@@ -167,11 +179,14 @@ def load_host_rows(files: Sequence[str], allow_synthetic: bool = False) -> pd.Da
 
 
 def read_host_table(path: str | os.PathLike[str]) -> pd.DataFrame:
-    """The merged host table written by rule emulation_measurements (header only = no rows)."""
+    """The merged host table written by rule emulation_measurements (header only = no rows);
+    untrusted rows (restriction check failed or skipped) are dropped here too."""
     df = read_csv(path)
     if df.empty:
         return pd.DataFrame(columns=[*HOST_LATENCY.names, "source_file"])
-    return HOST_LATENCY.validate(df, source=str(path))
+    from traintime.emulation.trust import trusted
+
+    return trusted(HOST_LATENCY.validate(df, source=str(path)), source=str(path))[0]
 
 
 # --------------------------------------------------------------------------------------------

@@ -1,21 +1,19 @@
 """Claims table of the zero-shot paper: every quantitative claim beside its reproduction.
 
 Published values live in ``resources/paper_zero_shot.csv`` (:data:`CLAIMS`): an id, the claim,
-the published value with unit, an absolute ``tolerance``, the source (paper section / table),
+the published value with unit, the source (paper section / table),
 the ``metric`` key of the reproduced value (:func:`collect_values`), the ``kind`` of check and
 what it ``needs`` (``host``: host emulation measurements; ``host2``: two hosts; ``ops``: per-op
 host profiles; ``host+ops``: both; ``traces``: every pinned trace file).
 
-Verdict rule (:func:`verdict`):
-
-- a claim whose ``needs`` are not met is *not reproducible from released data* (the public traces
-  hold the targets' latencies only; the host sweeps need a GPU with MPS and clock locking);
-- ``value``: *reproduced* when |reproduced - published| <= tolerance, else *not reproduced* (the
-  reason gives the direction);
-- ``max``: reproduced when the reproduced value is at most the published bound;
-- ``count``: reproduced when equal;
-- ``set``: reproduced when the reproduced names equal the published ones;
-- a claim whose needs are met but whose value could not be computed is *not evaluated*.
+Verdict rule: the project's one rule (:mod:`traintime.core.verdict`, documented in
+:mod:`traintime.chronos.claims`): numeric claims are *reproduced* when |mean - published| <= 10 % of
+|published|, *inconclusive* when the 95 % t-interval of the mean over seeds is wider than that,
+else *not reproduced*; bounds must hold over the whole interval; counts and names must be equal.
+A claim whose ``needs`` are not met is *not reproducible from released data* (the public traces
+hold the targets' latencies only; the host sweeps need a GPU with MPS and clock locking); a claim
+whose needs are met but whose value could not be computed is *not evaluated*. No claim carries a
+tolerance of its own.
 """
 
 from __future__ import annotations
@@ -31,10 +29,19 @@ import pandas as pd
 from traintime.core import metrics as M
 from traintime.core.io import read_csv, to_markdown
 from traintime.core.schema import Column, TableSchema
+from traintime.core.verdict import (
+    NOT_EVALUATED,
+    NOT_REPRODUCIBLE,
+    VERDICT_RULE_MD,
+    VERDICTS,
+    Verdict,
+    bound_verdict,
+    exact_verdict,
+    value_verdict,
+)
 
 KINDS = ("value", "max", "count", "set", "none")
 NEEDS = ("host", "host2", "ops", "host+ops", "traces")
-VERDICTS = ("reproduced", "not reproduced", "not reproducible from released data", "not evaluated")
 PAPER = ("Geimer, Fiz, Stripelis: Local Zero-Shot Latency Prediction for Low-End GPUs, "
          "arXiv:2611.02811v1 (2026)")
 
@@ -48,7 +55,6 @@ CLAIMS = TableSchema(
         Column("published", "str", "the published value as stated"),
         Column("published_value", "float", "the published number", nullable=True),
         Column("unit", "str", "unit", nullable=True),
-        Column("tolerance", "float", "absolute tolerance of a value check", min=0, nullable=True),
         Column("source", "str", "paper, section or table"),
         Column("metric", "str", "key of the reproduced value", nullable=True),
         Column("kind", "str", "how the claim is checked", allowed=KINDS),
@@ -70,11 +76,12 @@ NEED_REASONS = {
 
 @dataclass(frozen=True)
 class Reproduced:
-    """A reproduced value: number (mean over seeds) or names, sd over seeds, and a detail."""
+    """A reproduced value: number (mean over ``n`` seeds) or names, sd over seeds, and a detail."""
 
     value: float | str
     sd: float = 0.0
     detail: str = ""
+    n: int = 1
 
 
 def load_claims(path: str | os.PathLike[str] | None = None) -> pd.DataFrame:
@@ -90,30 +97,22 @@ def needs_met(needs: str | None, available: Mapping[str, bool]) -> tuple[bool, s
     return (not missing), "; ".join(NEED_REASONS[n] for n in missing)
 
 
-def verdict(kind: str, published: str, published_value: float | None, tolerance: float | None,
-            rep: Reproduced | None) -> tuple[str, str]:
-    """(verdict, reason) of one claim whose needs are met (see module doc)."""
+def verdict(kind: str, published: str, published_value: float | None, rep: Reproduced | None) -> Verdict:
+    """The :class:`~traintime.core.verdict.Verdict` of one claim whose needs are met (see module doc)."""
     if kind == "none":
-        return VERDICTS[2], ""
+        return Verdict(NOT_REPRODUCIBLE, "")
     if rep is None:
-        return VERDICTS[3], "reproduced value missing (input table absent or empty)"
+        return Verdict(NOT_EVALUATED, "reproduced value missing (input table absent or empty)")
     if kind == "set":
         want = {s.strip() for s in published.split(";")}
         got = {s.strip() for s in str(rep.value).split(";")}
-        return (VERDICTS[0], "same names") if want == got else (VERDICTS[1], f"got {rep.value}")
+        return exact_verdict(want == got, "same names" if want == got else f"got {rep.value}")
     v = float(rep.value)
     if kind == "count":
-        ok = abs(v - float(published_value)) < 1e-9
-        return (VERDICTS[0] if ok else VERDICTS[1]), f"counted {v:g}"
+        return exact_verdict(abs(v - float(published_value)) < 1e-9, f"counted {v:g}")  # type: ignore[arg-type]
     if kind == "max":
-        ok = v <= float(published_value)
-        return (VERDICTS[0] if ok else VERDICTS[1]), f"{v:.4g} {'<=' if ok else '>'} bound {published_value:g}"
-    diff = v - float(published_value)
-    tol = float(tolerance or 0.0)
-    if abs(diff) <= tol:
-        return VERDICTS[0], f"within {tol:g} of the published {published_value:g}"
-    side = "lower" if diff < 0 else "higher"
-    return VERDICTS[1], f"reproduction {side} than published by {abs(diff):.3g} (tolerance {tol:g})"
+        return bound_verdict(float(published_value), v, rep.sd, rep.n)  # type: ignore[arg-type]
+    return value_verdict(float(published_value), v, rep.sd, rep.n)  # type: ignore[arg-type]
 
 
 def _fmt(rep: Reproduced | None, unit: str | None, kind: str = "value") -> str:
@@ -133,43 +132,51 @@ def _fmt(rep: Reproduced | None, unit: str | None, kind: str = "value") -> str:
 
 def build_claims_table(claims: pd.DataFrame, values: Mapping[str, Reproduced],
                        available: Mapping[str, bool]) -> pd.DataFrame:
-    """One row per claim: claim_id, claim, published, reproduced, verdict, why, source, and the
-    numbers (published_value, reproduced_value, reproduced_sd)."""
+    """One row per claim: claim_id, claim, published, reproduced, verdict, interval_95 (95 %
+    t-interval of the mean over seeds), difference (signed, reproduced - published), why, source,
+    and the numbers (published_value, reproduced_value, reproduced_sd, n_seeds, tolerance,
+    difference_value, ci95_low, ci95_high)."""
     rows = []
     for c in claims.itertuples(index=False):
         unit = c.unit or ""
         ok, need_reason = needs_met(c.needs, available)
         rep = values.get(c.metric) if c.metric else None
         if ok:
-            v, reason = verdict(c.kind, c.published, c.published_value, c.tolerance, rep)
+            vd = verdict(c.kind, c.published, c.published_value, rep)
         else:  # a partial value (e.g. counted over the files present) is still shown
-            v, reason = VERDICTS[2], need_reason
-        why = "; ".join(x for x in (reason, rep.detail if rep else "", c.note or "") if x)
+            vd = Verdict(NOT_REPRODUCIBLE, need_reason)
+        why = "; ".join(x for x in (vd.reason, rep.detail if rep else "", c.note or "") if x)
+        interval = "" if np.isnan(vd.ci_low) or vd.ci_low == vd.ci_high else f"[{vd.ci_low:.4g}, {vd.ci_high:.4g}]"
         num = float(rep.value) if rep is not None and not isinstance(rep.value, str) else np.nan
         rows.append({"claim_id": c.claim_id, "claim": c.claim,
                      "published": c.published + (f" {unit}" if unit and c.kind != "set" else ""),
-                     "reproduced": _fmt(rep, unit if c.kind != "set" else None, c.kind), "verdict": v, "why": why,
+                     "reproduced": _fmt(rep, unit if c.kind != "set" else None, c.kind), "verdict": vd.verdict,
+                     "interval_95": interval,
+                     "difference": "" if np.isnan(vd.difference) else f"{vd.difference:+.4g}", "why": why,
                      "source": c.source, "published_value": c.published_value, "reproduced_value": num,
-                     "reproduced_sd": rep.sd if rep is not None and not isinstance(rep.value, str) else np.nan})
+                     "reproduced_sd": rep.sd if rep is not None and not isinstance(rep.value, str) else np.nan,
+                     "n_seeds": rep.n if rep is not None else 0, "tolerance": vd.tolerance,
+                     "difference_value": vd.difference, "ci95_low": vd.ci_low, "ci95_high": vd.ci_high})
     return pd.DataFrame(rows)
 
 
 def claims_markdown(table: pd.DataFrame, context: str = "") -> str:
     """The claims table as markdown with the verdict rule."""
+
     counts = table["verdict"].value_counts()
     summary = ", ".join(f"{counts.get(v, 0)} {v}" for v in VERDICTS if counts.get(v, 0))
     head = f"""# Zero-shot latency prediction by host emulation: published claims vs. this reproduction
 
 Paper: {PAPER}. {len(table)} claims: {summary}.
 
-**Verdict rule.** A value is *reproduced* when |reproduced - published| is within the claim's absolute
-tolerance (3 points for percentages, 0.02-0.03 for correlations, 10% for ratios; see the CSV), bounds must
-hold, counts and names must be equal. *not reproducible from released data*: the claim needs measurements
-the public traces do not contain (host emulation sweeps, per-op host profiles, two hosts); the reason says
-which. Learned-baseline values are mean +- sd over seeds.
+{VERDICT_RULE_MD}
+Here *not reproducible from released data* means the claim needs measurements the public traces do not
+contain (host emulation sweeps, per-op host profiles, two hosts); the reason says which. Learned-baseline
+values are mean +- sd over seeds.
 {context}
 """
-    return head + "\n" + to_markdown(table[["claim_id", "claim", "published", "reproduced", "verdict", "why"]])
+    return head + "\n" + to_markdown(table[["claim_id", "claim", "published", "reproduced", "verdict", "interval_95",
+                                                   "difference", "why"]])
 
 
 # --------------------------------------------------------------------------------------------
@@ -194,7 +201,9 @@ def collect_values(table1: pd.DataFrame, table2: pd.DataFrame, table3: pd.DataFr
         row = g[g["host_gpu"] == paper_host].iloc[0] if paper_host in hosts else g.iloc[0]
         detail = f"host {row['host_gpu']}; {int(row['n_gpus'])} targets, {int(row['n_workloads'])} workloads"
         for m in ("mape", "median_ape", "sd_ape", "spearman", "pearson_log"):
-            out[f"t1/{method}/{m}"] = Reproduced(float(row[m]), float(row.get(f"{m}_sd", 0.0) or 0.0), detail)
+            sd = row.get(f"{m}_sd", 0.0)
+            out[f"t1/{method}/{m}"] = Reproduced(float(row[m]), 0.0 if pd.isna(sd) else float(sd), detail,
+                                                 max(1, int(row.get("n_seeds", 1) or 1)))
         if method == "emulation" and ablation_host in hosts:
             out["ablation/both"] = Reproduced(float(g[g["host_gpu"] == ablation_host].iloc[0]["mape"]), 0.0,
                                               f"host {ablation_host}")

@@ -16,6 +16,20 @@ A *sweep* is a table of host rows (schema ``host_latency``) of one host and one 
 ``clock_locked=False``). The spec-mapped prediction takes the *measured* sweep point nearest to the
 mapped (p, f): nearest ``p_pct`` first, then nearest ``clock_mhz`` among the rows at that ``p_pct``
 (ties go to the lower value). A host run made directly at the mapped setting is such a point.
+
+Feasibility (:func:`mapping_distance`, :func:`mapping_status`): the point used must be close to the
+target. Its distance is measured on both axes, relative to the target:
+
+- SM-share distance ``|p_used - p_ideal| / p_ideal`` with ``p_ideal = 100 x S_d / S_h`` (percent of
+  the host's SMs the target has; so the backend's rounding counts too);
+- clock distance ``|f_used - f_d| / f_d`` with ``f_d`` the target's boost clock (an unlocked host
+  row runs at the host's boost clock).
+
+A (host, backend, target) whose point is farther than ``max_sm_distance`` (config
+``emulation.mapping_max_sm_distance``, default 0.10) or ``max_clock_distance``
+(``emulation.mapping_max_clock_distance``, default 0.10; None = clock not checked), or whose target
+has more SMs than the host, is *infeasible* (the SM-share limit applies to the SM-restricting backends
+``mps`` and ``green_ctx``; a clock-only ablation keeps the whole host by design): it gets no spec-mapped prediction, and Table 1 counts it.
 """
 
 from __future__ import annotations
@@ -61,7 +75,8 @@ def spec_mapping(host_gpu: str, targets: Sequence[str], specs: pd.DataFrame | No
     """The zero-shot (p, f) of ``host_gpu`` for every target.
 
     Returns one row per target: ``gpu``, ``host_gpu``, ``backend``, ``target_sms``, ``host_sms``,
-    ``p_pct`` (percent of host SMs), ``mapped_sms`` (SMs the setting gives), ``target_boost_mhz``,
+    ``p_pct`` (percent of host SMs), ``p_ideal_pct`` (100 x target SMs / host SMs, before the
+    backend's rounding), ``mapped_sms`` (SMs the setting gives), ``target_boost_mhz``,
     ``clock_mhz`` (nearest supported clock; the target boost clock itself when
     ``supported_clocks_mhz`` is None) and ``emulable`` (target has no more SMs than the host).
     """
@@ -82,6 +97,7 @@ def spec_mapping(host_gpu: str, targets: Sequence[str], specs: pd.DataFrame | No
         clock = boost if supported_clocks_mhz is None else nearest_clock(boost, supported_clocks_mhz)
         rows.append({"gpu": d["gpu"], "host_gpu": h["gpu"], "backend": backend,
                      "target_sms": int(d["sms"]), "host_sms": int(h["sms"]), "p_pct": p,
+                     "p_ideal_pct": 100.0 * int(d["sms"]) / int(h["sms"]),
                      "mapped_sms": mapped, "target_boost_mhz": boost, "clock_mhz": clock,
                      "emulable": int(d["sms"]) <= int(h["sms"])})
     return pd.DataFrame(rows)
@@ -155,24 +171,88 @@ def nearest_point(points_pct: Sequence[float], points_clock: Sequence[float], p_
     return p, f
 
 
+#: Default largest relative distances of a usable mapping point (config keys
+#: emulation.mapping_max_sm_distance / emulation.mapping_max_clock_distance).
+MAX_SM_DISTANCE = 0.10
+MAX_CLOCK_DISTANCE: float | None = 0.10
+MAPPING_STATUSES = ("ok", "infeasible")
+#: Backends that restrict SMs: only their points are held to the SM-share limit (a clock-only
+#: ablation keeps the whole host by design; its SM distance is still reported).
+SM_BACKENDS = ("mps", "green_ctx")
+
+
+def mapping_distance(p_used: float, f_used: float, p_ideal: float, f_target: float) -> tuple[float, float]:
+    """(SM-share distance, clock distance), both relative to the target (see the module doc)."""
+    if p_ideal <= 0 or f_target <= 0:
+        raise ValueError("the target's SM share and clock must be positive")
+    return abs(p_used - p_ideal) / p_ideal, abs(f_used - f_target) / f_target
+
+
+def mapping_status(points: pd.DataFrame, targets: Sequence[str], specs: pd.DataFrame | None = None,
+                   max_sm_distance: float = MAX_SM_DISTANCE,
+                   max_clock_distance: float | None = MAX_CLOCK_DISTANCE) -> pd.DataFrame:
+    """Per (host, backend, target): the measured point the spec mapping uses and whether it is close
+    enough.
+
+    ``points``: :func:`sweep_points` rows. Columns: host_gpu, backend, gpu, p_ideal_pct,
+    mapped_p_pct (the backend's setting for the target), target_boost_mhz, p_pct, clock_mhz (the point used; NaN when none), sm_distance, clock_distance,
+    status (``ok`` | ``infeasible``) and reason.
+    """
+    if max_sm_distance is None or max_sm_distance < 0:
+        raise ConfigError("emulation.mapping_max_sm_distance must be a number >= 0")
+    if max_clock_distance is not None and max_clock_distance < 0:
+        raise ConfigError("emulation.mapping_max_clock_distance must be >= 0 or null")
+    specs = load_specs() if specs is None else specs
+    rows = []
+    cols = ["host_gpu", "backend", "gpu", "p_ideal_pct", "mapped_p_pct", "target_boost_mhz", "p_pct", "clock_mhz",
+            "sm_distance", "clock_distance", "status", "reason"]
+    if points.empty:
+        return pd.DataFrame(columns=cols)
+    for (host, backend), pts in points.groupby(["host_gpu", "backend"], sort=True):
+        tg = sorted({canonical_gpu(t, specs) for t in targets} - {host})
+        mp = spec_mapping(host, tg, specs, backend=backend, supported_clocks_mhz=pts["clock_mhz"].unique())
+        for m in mp.itertuples(index=False):
+            row = {"host_gpu": host, "backend": backend, "gpu": m.gpu, "p_ideal_pct": m.p_ideal_pct,
+                   "mapped_p_pct": m.p_pct,
+                   "target_boost_mhz": m.target_boost_mhz, "p_pct": np.nan, "clock_mhz": np.nan,
+                   "sm_distance": np.nan, "clock_distance": np.nan}
+            if not m.emulable:
+                rows.append({**row, "status": "infeasible",
+                             "reason": f"target has {m.target_sms} SMs, the host {m.host_sms}"})
+                continue
+            p, f = nearest_point(pts["p_pct"], pts["clock_mhz"], m.p_pct, m.clock_mhz)
+            dp, df = mapping_distance(p, f, m.p_ideal_pct, m.target_boost_mhz)
+            row.update(p_pct=p, clock_mhz=f, sm_distance=dp, clock_distance=df)
+            why = []
+            if backend in SM_BACKENDS and dp > max_sm_distance:
+                why.append(f"SM share {p:.4g}% vs target {m.p_ideal_pct:.4g}% (distance {dp:.2f} > "
+                           f"{max_sm_distance:g})")
+            if max_clock_distance is not None and df > max_clock_distance:
+                why.append(f"clock {f:g} MHz vs target {m.target_boost_mhz:g} MHz (distance {df:.2f} > "
+                           f"{max_clock_distance:g})")
+            rows.append({**row, "status": "infeasible" if why else "ok", "reason": "; ".join(why)})
+    return pd.DataFrame(rows, columns=cols)
+
+
 def spec_mapped_predictions(points: pd.DataFrame, traces: pd.DataFrame,
-                            specs: pd.DataFrame | None = None) -> pd.DataFrame:
+                            specs: pd.DataFrame | None = None, max_sm_distance: float = MAX_SM_DISTANCE,
+                            max_clock_distance: float | None = MAX_CLOCK_DISTANCE) -> pd.DataFrame:
     """Zero-shot predictions: per host/backend/target, the sweep point nearest the spec mapping.
 
     For every workload measured on the host at that point and present in the target traces, one
     row: host_gpu, backend, gpu, workload key, family, p_pct, clock_mhz (the point used),
     mapped_p_pct, mapped_clock_mhz (the ideal setting), pred_ms (host latency), latency_ms
-    (target). Targets with more SMs than the host are skipped (not emulable by restriction).
+    (target). Infeasible targets (:func:`mapping_status`: more SMs than the host, or the nearest
+    measured point farther than the distance limits) get no row.
     """
     specs = load_specs() if specs is None else specs
     out = []
     targets = sorted(traces["gpu"].unique())
+    status = mapping_status(points, targets, specs, max_sm_distance, max_clock_distance)
     for (host, backend), pts in points.groupby(["host_gpu", "backend"], sort=True):
-        clocks = pts["clock_mhz"].unique()
-        mp = spec_mapping(host, [t for t in targets if canonical_gpu(t, specs) != host], specs,
-                          backend=backend, supported_clocks_mhz=clocks)
-        for m in mp[mp["emulable"]].itertuples(index=False):
-            p, f = nearest_point(pts["p_pct"], pts["clock_mhz"], m.p_pct, m.clock_mhz)
+        ok = status[(status["host_gpu"] == host) & (status["backend"] == backend) & (status["status"] == "ok")]
+        for m in ok.itertuples(index=False):
+            p, f = m.p_pct, m.clock_mhz
             at = pts[(pts["p_pct"] == p) & (pts["clock_mhz"] == f)]
             at = at.sort_values(list(WORKLOAD_KEY)).drop_duplicates(list(WORKLOAD_KEY))
             tr = traces[traces["gpu"] == m.gpu]
@@ -183,7 +263,7 @@ def spec_mapped_predictions(points: pd.DataFrame, traces: pd.DataFrame,
             j.insert(0, "backend", backend)
             j.insert(0, "host_gpu", host)
             j["p_pct"], j["clock_mhz"] = p, f
-            j["mapped_p_pct"], j["mapped_clock_mhz"] = m.p_pct, m.target_boost_mhz
+            j["mapped_p_pct"], j["mapped_clock_mhz"] = m.mapped_p_pct, m.target_boost_mhz
             out.append(j)
     cols = ["host_gpu", "backend", "gpu", *WORKLOAD_KEY, "family", "p_pct", "clock_mhz", "mapped_p_pct",
             "mapped_clock_mhz", "pred_ms", "latency_ms"]
@@ -200,7 +280,8 @@ def method_name(backend: str, main_backend: str) -> str:
 
 
 def host_predictions(host_rows: pd.DataFrame, targets: pd.DataFrame, main_backend: str = "mps",
-                     specs: pd.DataFrame | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+                     specs: pd.DataFrame | None = None, max_sm_distance: float = MAX_SM_DISTANCE,
+                     max_clock_distance: float | None = MAX_CLOCK_DISTANCE) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Spec-mapped and oracle predictions from host rows (schema host_latency).
 
     ``targets``: target rows already filtered for metrics. Returns (predictions with a ``method``
@@ -214,7 +295,7 @@ def host_predictions(host_rows: pd.DataFrame, targets: pd.DataFrame, main_backen
     if pts.empty:
         return pd.DataFrame(), pd.DataFrame()
     tgt = targets[targets["latency_ms"].notna()]
-    spec = spec_mapped_predictions(pts, tgt, specs)
+    spec = spec_mapped_predictions(pts, tgt, specs, max_sm_distance, max_clock_distance)
     spec["method"] = [method_name(b, main_backend) for b in spec["backend"]]
     orc = oracle(pts[pts["backend"] == main_backend], tgt)
     orc_pred = orc.rename(columns={"host_ms": "pred_ms", "target_ms": "latency_ms"}).assign(method="emulation_oracle")

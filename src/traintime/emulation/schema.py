@@ -27,6 +27,8 @@ PRECISIONS: tuple[str, ...] = ("fp32", "fp16", "bf16")
 #: ``requested_clock_mhz``.
 BACKENDS: tuple[str, ...] = ("none", "mps", "nvml_clock", "green_ctx", "analytic_clock")
 STATUSES: tuple[str, ...] = ("ok", "oom", "error")
+#: Restriction check of a host row (traintime.emulation.trust): only passed / not_needed rows are analysed.
+CHECKS: tuple[str, ...] = ("passed", "failed", "skipped", "not_needed")
 #: Workload key shared by host rows and target traces.
 WORKLOAD_KEY: tuple[str, ...] = ("model", "img_px", "batch_size", "precision")
 
@@ -62,11 +64,16 @@ HOST_LATENCY = TableSchema(
         Column("device_name", "str", "torch.cuda.get_device_name() as reported", nullable=True),
         Column("status", "str", "outcome of the measurement", allowed=STATUSES),
         Column("note", "str", "free text (error message, fallbacks used)", nullable=True),
+        Column("check", "str", "restriction check (SM / clock read-back, binding check) as recorded by the "
+               "measuring script (traintime.emulation.trust); rows other than passed / not_needed never "
+               "reach a table; empty = derived from the read-back columns on load", required=False,
+               nullable=True, allowed=CHECKS),
         Column("synthetic", "bool", "True only for rows made by fakes or tests, never for measurements"),
     ),
     extra_note=("`status=ok` rows have a positive `latency_ms`; `oom` rows have `oom=True` and no "
                 "latency. Rows with `synthetic=True` are refused by the analysis unless a test asks "
-                "for them."),
+                "for them. Rows whose restriction `check` is failed or skipped stay in the raw files "
+                "and are excluded from every table."),
 )
 
 #: Model families used by the analysis (see traintime.emulation.traces.model_family).

@@ -158,7 +158,9 @@ def run_points(workloads: Sequence[WorkloadSpec], settings: Sequence[Setting], b
 
 
 def rows_to_frame(rows: Sequence[dict[str, Any]], source: str = "host sweep") -> pd.DataFrame:
-    """Validate rows against ``HOST_LATENCY`` and sort them by its key (stable output)."""
+    """Validate rows against ``HOST_LATENCY``, fill the restriction ``check`` of every row
+    (:func:`traintime.emulation.trust.check_rows`; a recorded failed / skipped check is kept) and
+    sort them by the key (stable output)."""
     if not rows:
         raise DeviceStateError(f"{source}: no rows were measured")
     df = pd.DataFrame(list(rows))
@@ -166,6 +168,9 @@ def rows_to_frame(rows: Sequence[dict[str, Any]], source: str = "host sweep") ->
     for c in missing:
         df[c] = None
     df = HOST_LATENCY.validate(df[HOST_LATENCY.names], source=source)
+    from traintime.emulation.trust import check_rows
+
+    df["check"] = check_rows(df)["check"]  # the raw file keeps every row with its restriction check
     key = list(HOST_LATENCY.key)
     sort = df.assign(_clk=df["requested_clock_mhz"].fillna(-1.0))
     order = [k if k != "requested_clock_mhz" else "_clk" for k in key]

@@ -52,23 +52,44 @@ def missing_notes(present: Iterable[str]) -> dict[str, str]:
     return {m: n for m, n in notes.items() if m not in set(present)}
 
 
-def table1(pred: pd.DataFrame) -> pd.DataFrame:
+def table1(pred: pd.DataFrame, mapping_status: pd.DataFrame | None = None) -> pd.DataFrame:
     """Method comparison (main slice): pooled metrics per method and host, plus a row with a note for
-    each core method without predictions."""
-    cols = ["method", "label", "host_gpu", "n_seeds", "n_gpus", "n_workloads", "n", "mape", "mape_sd",
-            "median_ape", "median_ape_sd", "sd_ape", "sd_ape_sd", "spearman", "spearman_sd", "pearson_log",
-            "pearson_log_sd", "note"]
+    each core method without predictions.
+
+    ``mapping_status`` (:func:`traintime.emulation.mapping.mapping_status` of the main backend): the
+    spec-mapped ``emulation`` rows get ``n_infeasible_targets`` (targets the host cannot reach within
+    the mapping distance limits; they have no prediction) and a note naming them.
+    """
+    cols = ["method", "label", "host_gpu", "n_seeds", "n_gpus", "n_workloads", "n", "n_infeasible_targets",
+            "mape", "mape_sd", "median_ape", "median_ape_sd", "sd_ape", "sd_ape_sd", "spearman", "spearman_sd",
+            "pearson_log", "pearson_log_sd", "note"]
     t = paper_metrics(pred, ["method", "host_gpu"]) if not pred.empty else pd.DataFrame(columns=cols)
     t["note"] = ""
     t.loc[t["method"] == "learned", "note"] = ("mean +- sd over seeds (sd columns); trained on the other "
                                                "targets' measured latencies of the same workloads (not zero-shot)")
     t.loc[t["method"] == "flops", "note"] = "host = the reference GPU's public trace (unrestricted)"
+    t["n_infeasible_targets"] = 0
+    if mapping_status is not None and not mapping_status.empty:
+        for host, st in mapping_status.groupby("host_gpu", sort=True):
+            bad = st[st["status"] == "infeasible"]
+            if bad.empty:
+                continue
+            why = (f"{len(bad)} target(s) infeasible for host {host} (mapping point beyond the distance "
+                   f"limits, or more SMs than the host; no prediction): {', '.join(sorted(bad['gpu']))}")
+            sel = (t["method"] == "emulation") & (t["host_gpu"] == host)
+            if sel.any():
+                t.loc[sel, "n_infeasible_targets"] = len(bad)
+                t.loc[sel, "note"] = why
+            else:
+                t = pd.concat([t, pd.DataFrame([{"method": "emulation", "host_gpu": host,
+                                                 "n_infeasible_targets": len(bad), "note": why}])],
+                              ignore_index=True)
     extra = [{"method": m, "host_gpu": "", "note": n} for m, n in missing_notes(t["method"]).items()]
     if extra:
         t = pd.concat([t, pd.DataFrame(extra)], ignore_index=True)
     t["label"] = t["method"].map(method_label)
     t = t.reindex(columns=cols)
-    for c in ("n_seeds", "n_gpus", "n_workloads", "n"):
+    for c in ("n_seeds", "n_gpus", "n_workloads", "n", "n_infeasible_targets"):
         t[c] = t[c].fillna(0).astype(int)
     t["host_gpu"] = t["host_gpu"].fillna("")
     return _order(t)

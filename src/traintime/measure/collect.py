@@ -1,4 +1,4 @@
-"""The local collection stage: jobs from the config, probe and convergence jobs, merges and tables.
+"""The local collection jobs: benchmark, probe and convergence jobs from the config, run on the local device.
 
 Workflow scripts (``workflow_scripts/collect_*.py``) call these functions; everything the rules of
 ``rules/collect.smk`` produce is computed here:

@@ -1,4 +1,4 @@
-"""Workloads by name: image models (registry, timm-style) and image datasets.
+"""Models by name: a registry of the CHRONOS models (timm-style names), any timm or torchvision name, and their architecture descriptors.
 
 Models
 ------
