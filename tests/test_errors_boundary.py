@@ -117,6 +117,7 @@ def test_cli_debug_flag_anywhere_shows_the_traceback(capsys, monkeypatch):
     (["--coverage", "inf"], "--coverage inf is not a finite number"),
     (["--model-arg", "embd_dim=8"], "--model-arg embd_dim: not a parameter of the 'mixer' builder; did you mean: embed_dim"),
     (["--model-arg", "depth=inf"], "--model-arg depth=inf: not a finite number"),
+    (["--model-arg", "depth=-3"], "--model-arg depth -3 is out of range"),
     (["--output", "/no/such/folder/r.csv"], "folder /no/such/folder does not exist"),
 ])
 def test_predict_arguments_are_refused_before_any_work(extra, needle, capsys):
@@ -152,6 +153,14 @@ def test_corrupt_or_folder_model_file_names_the_file(tmp_path, content, needle, 
     assert main(argv) == 4
     err = _err_lines(capsys)
     assert len(err) == 1 and str(path) in err[0] and needle in err[0]
+
+
+def test_builder_refusing_its_arguments_names_them():
+    from traintime.core.errors import ArgumentError
+    from traintime.measure.models import create_model
+
+    with pytest.raises(ArgumentError, match=r"--model-arg bogus_arg=1: model 'resnet18' cannot be built"):
+        create_model("resnet18", 10, 32, bogus_arg=1)
 
 
 def test_extrapolation_gets_a_labelled_warning(tmp_path):

@@ -90,6 +90,15 @@ def check_model_kwargs(model: str, kwargs: dict[str, Any]) -> dict[str, Any]:
     if keys is None:
         return kwargs
     named, forwards = keys
+    from traintime.measure.models import resolve_model
+
+    sig = inspect.signature(resolve_model(model).spec.builder)  # type: ignore[union-attr]
+    for key, value in kwargs.items():  # integer parameters (sizes, depths) must be positive integers
+        p = sig.parameters.get(key)
+        if p is not None and "int" in str(p.annotation) and "float" not in str(p.annotation):
+            if value is None and "None" in str(p.annotation):
+                continue
+            check_int(f"--model-arg {key}", value, 1, 1 << 20)
     if forwards:
         return kwargs
     for key in kwargs:
