@@ -6,7 +6,7 @@ BIN    := $(VENV)/bin
 CORES  ?= 2
 STAMP  := $(VENV)/.installed
 
-.PHONY: setup run dry-run test test-fast test-slurm slurm-up slurm-down lint bench report docs clean help
+.PHONY: setup run dry-run test test-fast test-slurm slurm-up slurm-down lint bench report docs readme clean help
 
 help:
 	@echo "make run       set up .venv and run the default DAG (results/)"
@@ -17,6 +17,7 @@ help:
 	@echo "make test-slurm  SLURM executor test on a local single-node cluster (root; apt-get)"
 	@echo "make report    build report.zip from results/ (snakemake --report)"
 	@echo "make docs      regenerate docs/architecture.md and docs/data.md"
+	@echo "make readme    copy the numbers of results/ into README.md's generated blocks"
 
 $(STAMP): requirements.txt requirements/analysis.txt requirements/torch.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -60,6 +61,10 @@ report: setup
 docs: setup
 	$(BIN)/python -m traintime.core.architecture
 	$(BIN)/traintime schemas > docs/data.md
+
+readme: setup
+	$(BIN)/snakemake --cores $(CORES) results/readme_blocks.md
+	$(BIN)/python -m traintime.core.readme results/readme_blocks.md README.md
 
 clean:
 	rm -rf results .snakemake report.zip

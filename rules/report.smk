@@ -47,3 +47,25 @@ rule dag_cost:
 
 
 ALL_TARGETS.extend([f"{RESULTS}/report_index.md", f"{TABLES}/dag_cost.csv"])
+
+
+rule readme_blocks:
+    """The README's generated blocks (numbers of this run); `make readme` copies them into README.md."""
+    input:
+        tables=[f"{TABLES}/{t}.csv" for t in
+                ("claims_counts", "iteration_grouped_summary", "convergence_summary", "emulation_table1", "dag_cost")],
+        lib=lib("readme_blocks"),
+    output:
+        f"{RESULTS}/readme_blocks.md",
+    log:
+        f"{LOGS}/report/readme_blocks.log",
+    benchmark:
+        bench(f"{LOGS}/report/readme_blocks.log")
+    localrule: True
+    conda:
+        env("analysis")
+    script:
+        "../workflow_scripts/readme_blocks.py"
+
+
+ALL_TARGETS.append(f"{RESULTS}/readme_blocks.md")

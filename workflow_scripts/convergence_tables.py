@@ -32,6 +32,16 @@ log10 copies; depth (MLPs); the three probe columns; for Transformers also min_d
 early-stopping settings that differ between DeiT-Tiny, DistilBERT and ViT and so identify the model.
 Dropped as constant: precision, patience, seed, the other MLP widths and, for CNN/MLP, min_delta and
 max_epochs. `ntk_trace_proxy_log10` is exactly 2 x `gradient_norm_log10` (not an NTK trace).
+
+Issue-14 estimators (traintime.chronos.convergence_pooling), same folds and seeds: `partial_pooling`
+(group medians of log T shrunk toward (model, dataset) -> model / dataset -> family; shrinkage chosen
+by inner CV on the training rows; the bar every learned model must clear), `pooled_loglinear` (the same
+plus within-group slopes on log lr and log batch size), `xgb_monotone` (XGBoost on dataset size and
+classes, parameters and depth, optimizer, lr relative to a per-optimizer default, batch size, steps per
+epoch, precision and early-stopping settings, monotone where the direction is known; no identifiers,
+no probe), `xgb_probe` (the same plus the probe columns: the probe ablation), `pooled_or_xgb`
+(`pooled_loglinear` for a (model, dataset) seen in training, `xgb_monotone` otherwise) and
+`ntk_guided_per_model` (the NTK-guided fit with one intercept per model).
 """
 
 

@@ -81,6 +81,9 @@ def _predict_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--probe-batch-size", type=int, default=64)
     p.add_argument("--device", default="auto", help="where the probe runs: auto, cpu, cuda[:i]")
     p.add_argument("--coverage", type=float, default=0.8, help="coverage of the intervals (default 0.8)")
+    p.add_argument("--curve", default=None, metavar="L1,L2,...",
+                   help="validation losses of the first epochs of this run (comma-separated): the epochs estimate "
+                        "becomes the extrapolated early-stopping epoch")
     p.add_argument("--model-arg", action="append", default=[], metavar="KEY=VALUE",
                    help="model builder argument, e.g. embed_dim=256 for the CHRONOS MLPs (repeatable)")
     p.add_argument("--top", type=int, default=10, help="GPUs shown in the ranking (0: all)")
@@ -109,6 +112,15 @@ def _model_kwargs(pairs: Sequence[str]) -> dict[str, Any]:
     return out
 
 
+def _curve(text: str | None) -> list[float] | None:
+    if text is None:
+        return None
+    try:
+        return [float(v) for v in text.split(",") if v.strip()]
+    except ValueError:
+        raise TraintimeError(f"--curve {text!r} is not a comma-separated list of numbers") from None
+
+
 def _fmt_interval(lo: float, hi: float, fmt: str) -> str:
     if lo != lo or hi != hi:  # NaN: no out-of-fold predictions found
         return "n/a"
@@ -134,7 +146,8 @@ def _predict(args: argparse.Namespace) -> int:
                               precision=args.precision, gpu=args.gpu, models_dir=args.models_dir,
                               data_dir=args.data_dir, probe_batch_size=args.probe_batch_size,
                               probe_dataset=args.probe_dataset, device=args.device, data_root=args.data_root,
-                              coverage=args.coverage, model_kwargs=_model_kwargs(args.model_arg))
+                              coverage=args.coverage, model_kwargs=_model_kwargs(args.model_arg),
+                              curve=_curve(args.curve))
     table = p.ranking()
     est = p.estimate()
     probe = p.probe_summary()

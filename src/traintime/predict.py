@@ -111,6 +111,11 @@ class TrainingTimePredictor:
         ``digits`` probe on stand-in data of the same shape and class count (reported in ``notes``).
     device : where the probe runs (``auto``: CUDA if available, else CPU).
     coverage : coverage of the intervals (0-1).
+    curve : optional validation losses of the first epochs of this very run (a partial learning
+        curve, epoch 1 first). The epochs estimate is then the stopping epoch of the run's
+        early-stopping rule replayed on the curve extrapolated by :mod:`traintime.chronos.curves`
+        (``exp`` family, generic prior), instead of the convergence model's; a note records both.
+        The epochs interval still comes from the convergence model's out-of-fold residuals.
     """
 
     def __init__(self, model: str, dataset: str, optimizer: str = "sgd", batch_size: int = 64,
@@ -120,7 +125,7 @@ class TrainingTimePredictor:
                  probe_batch_size: int = 64, probe_dataset: str | None = None, device: str = "auto",
                  data_root: str | Path = "data", download: bool = False, coverage: float = 0.8,
                  seed: int = 42, specs: pd.DataFrame | None = None,
-                 model_kwargs: dict[str, Any] | None = None) -> None:
+                 model_kwargs: dict[str, Any] | None = None, curve: list[float] | None = None) -> None:
         from traintime.core.specs import canonical_gpu, load_specs
         from traintime.measure.datasets import dataset_info
         from traintime.measure.timing import optimizer_label
@@ -163,6 +168,9 @@ class TrainingTimePredictor:
         self.coverage = float(coverage)
         self.seed = int(seed)
         self.model_kwargs = dict(model_kwargs or {})
+        self.curve = None if curve is None else [float(v) for v in curve]
+        if self.curve is not None and (not self.curve or not all(math.isfinite(v) and v > 0 for v in self.curve)):
+            raise TraintimeError(f"curve: validation losses must be positive numbers, got {curve!r}")
         self.notes: list[str] = chk.training_range_notes(self.data_dir, self.family, self.batch_size,
                                                          self.learning_rate)
         self._iter_model: Any = None
@@ -342,7 +350,17 @@ class TrainingTimePredictor:
     def predict_number_of_epochs(self) -> float:
         """Predicted epochs to converge (T_conv)."""
         if self._epochs is None:
-            self._epochs = float(self._convergence_model().predict(self.convergence_row())[0])
+            row = self.convergence_row()
+            self._epochs = float(self._convergence_model().predict(row)[0])
+            if self.curve is not None:
+                from traintime.chronos.curves import predict_stop_epoch
+
+                r = row.iloc[0]
+                stop = predict_stop_epoch(self.curve, int(r["patience"]), float(r["min_delta"]), int(r["max_epochs"]))
+                self.notes.append(f"epochs from the {len(self.curve)}-epoch validation curve given: {stop} "
+                                  f"(extrapolated, patience {int(r['patience'])}, min_delta {float(r['min_delta']):g}); "
+                                  f"the convergence model alone predicts {self._epochs:.1f}")
+                self._epochs = float(stop)
         return self._epochs
 
     def predict_epoch_time(self, gpu: str | None = None) -> float:

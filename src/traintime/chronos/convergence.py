@@ -32,6 +32,8 @@ Estimators (:data:`ESTIMATORS`):
 ``group_median``
     Median T_conv of the training rows with the same (model, dataset, optimizer), else the median
     of all training rows.
+``partial_pooling``, ``pooled_loglinear``, ``xgb_monotone``, ``xgb_probe``, ``ntk_guided_per_model``, ``pooled_or_xgb``
+    Issue 14's baseline and learned models: see :mod:`traintime.chronos.convergence_pooling`.
 
 What the released feature set keeps (per family, after dropping constant numeric columns):
 dataset, model, optimizer, the family label (one constant one-hot column) and, for
@@ -65,6 +67,7 @@ from sklearn.linear_model import LinearRegression
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
+from traintime.chronos.convergence_pooling import FeatureXGB, NTKGuidedPerModel, PartialPooling, PooledLogLinear, SeenOrFeatures
 from traintime.core.errors import SchemaError, unknown_name
 from traintime.data.chronos_convergence import PROBE_COLUMNS
 
@@ -332,6 +335,18 @@ ESTIMATORS: dict[str, EstimatorSpec] = {s.name: s for s in (
     EstimatorSpec("constant_median", "median training T_conv", lambda rs, nj: ConstantPredictor("median"), False),
     EstimatorSpec("group_median", "median training T_conv of the same (model, dataset, optimizer)",
                   lambda rs, nj: GroupMedian(), False),
+    EstimatorSpec("partial_pooling", "group medians of log T shrunk toward coarser groups (the bar to clear)",
+                  lambda rs, nj: PartialPooling(), False),
+    EstimatorSpec("pooled_loglinear", "partial pooling + within-group log-linear lr and batch-size slopes",
+                  lambda rs, nj: PooledLogLinear(), False),
+    EstimatorSpec("xgb_monotone", "XGBoost on physical features (no identifiers, no probe), monotone constraints",
+                  lambda rs, nj: FeatureXGB(True, random_state=rs, n_jobs=nj), True),
+    EstimatorSpec("xgb_probe", "xgb_monotone + the released probe columns (probe ablation)",
+                  lambda rs, nj: FeatureXGB(True, random_state=rs, n_jobs=nj, probe=True), True),
+    EstimatorSpec("ntk_guided_per_model", "ntk_guided with one intercept per model (gap probe)",
+                  lambda rs, nj: NTKGuidedPerModel(), False),
+    EstimatorSpec("pooled_or_xgb", "pooled_loglinear for a seen (model, dataset), xgb_monotone otherwise",
+                  lambda rs, nj: SeenOrFeatures(random_state=rs, n_jobs=nj), True),
 )}
 
 

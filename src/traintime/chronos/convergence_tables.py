@@ -152,7 +152,10 @@ def load_reference(paths: Sequence[str] | None = None) -> pd.DataFrame:
 METHOD_LABELS: dict[str, str] = {
     "chronos_rf": "CHRONOS RF", "chronos_xgb": "XGBoost", "no_probe_rf": "RF, no probe",
     "scaling_law": "Scaling law", "ntk_guided": "NTK-guided", "constant_mean": "Const. mean",
-    "constant_median": "Const. median", "group_median": "Group median",
+    "constant_median": "Const. median", "group_median": "Group median", "partial_pooling": "Partial pooling",
+    "pooled_loglinear": "Pooled + lr/batch slopes", "xgb_monotone": "XGB monotone (physical)",
+    "pooled_or_xgb": "Pooled if seen, else XGB", "xgb_probe": "XGB monotone + probe",
+    "ntk_guided_per_model": "NTK-guided, per-model intercept",
 }
 PROTOCOL_LABELS: dict[str, str] = {"cv": "5-fold CV", "lomo": "leave one model out", "lodo": "leave one dataset out"}
 _PAPER_COLUMNS = (("scaling_law", "paper: Scaling law"), ("ntk_guided", "paper: NTK-guided"),

@@ -1,0 +1,67 @@
+# Convergence, issue 14: seed noise of T_conv (local runs of a few configurations under several training
+# seeds), learning-curve extrapolation of the stopping epoch from the first k epochs, and the coverage of
+# epoch intervals on the released data's grouped folds. Needs rules/collect.smk and
+# rules/chronos_convergence.smk (COL_DIR, CONV, DATA, TABLES) included before this file.
+# Configuration: collect.convergence.seed_study (the interval coverage is fixed at the target, 90 %).
+
+CX_SEED_RUNS = [
+    f"{r['model']}__{r['dataset']}__{str(r['optimizer']).lower()}__b{int(r['batch_size'])}__lr{float(r['learning_rate']):g}__p{int(r.get('precision', 32))}__s{int(s)}"
+    for r in COL["convergence"].get("seed_study", {}).get("runs", [])
+    for s in COL["convergence"].get("seed_study", {}).get("seeds", [])
+]
+
+
+rule convergence_seed_run:
+    """One (configuration, training seed) of the seed study to early stopping -> row + validation curve."""
+    output:
+        row=f"{COL_DIR}/convergence_seeds/{{seedrun}}.csv",
+        curve=f"{COL_DIR}/convergence_seeds/{{seedrun}}_curve.csv",
+    params:
+        collect=COL,
+    wildcard_constraints:
+        seedrun="|".join(CX_SEED_RUNS) if CX_SEED_RUNS else "none",
+    threads: 1
+    log:
+        f"{LOGS}/convergence/seed_run_{{seedrun}}.log",
+    conda:
+        env("collect")
+    script:
+        "../workflow_scripts/convergence_seed_run.py"
+
+
+rule convergence_seed_tables:
+    """Seed spread per configuration; stopping-epoch MAPE from the first k epochs; interval coverage."""
+    input:
+        rows=expand(f"{COL_DIR}/convergence_seeds/{{seedrun}}.csv", seedrun=CX_SEED_RUNS),
+        curves=expand(f"{COL_DIR}/convergence_seeds/{{seedrun}}_curve.csv", seedrun=CX_SEED_RUNS),
+        predictions=expand(f"{DATA}/convergence_predictions/{{method}}.csv", method=CONV["methods"]),
+    output:
+        runs=f"{DATA}/local_convergence_seed_runs.csv",
+        curves=f"{DATA}/local_convergence_seed_curves.csv",
+        spread_csv=f"{TABLES}/convergence_seed_spread.csv",
+        spread_md=f"{TABLES}/convergence_seed_spread.md",
+        curve_csv=f"{TABLES}/convergence_curve_extrapolation.csv",
+        curve_md=f"{TABLES}/convergence_curve_extrapolation.md",
+        coverage_csv=f"{TABLES}/convergence_interval_coverage.csv",
+        coverage_md=f"{TABLES}/convergence_interval_coverage.md",
+        versus_csv=f"{TABLES}/convergence_vs_pooling.csv",
+        versus_md=f"{TABLES}/convergence_vs_pooling.md",
+    params:
+        ks=[1, 2, 3, 5],
+        coverage=0.9,
+    log:
+        f"{LOGS}/convergence/seed_tables.log",
+    conda:
+        env("chronos")
+    script:
+        "../workflow_scripts/convergence_seed_tables.py"
+
+
+ALL_TARGETS.extend(
+    [
+        f"{TABLES}/convergence_seed_spread.csv",
+        f"{TABLES}/convergence_curve_extrapolation.csv",
+        f"{TABLES}/convergence_interval_coverage.csv",
+        f"{TABLES}/convergence_vs_pooling.csv",
+    ]
+)

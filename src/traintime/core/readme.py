@@ -1,0 +1,111 @@
+"""Numbers in the README come from ``results/``: generated blocks between markers.
+
+The README holds blocks such as::
+
+    <!-- BEGIN results:claims -->
+    ... generated markdown ...
+    <!-- END results:claims -->
+
+Rule ``readme_blocks`` renders every block from the tables of a run into
+``results/readme_blocks.md`` (:func:`render_blocks`); ``make readme`` copies them into the README
+(:func:`fill`). A test compares the README's blocks with ``results/readme_blocks.md`` whenever a run's
+results are present, so a figure typed by hand, or left from an older run, fails it.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+import pandas as pd
+
+from traintime.core.errors import SchemaError
+from traintime.core.io import to_markdown
+
+BLOCK = re.compile(r"<!-- BEGIN results:(?P<name>[\w-]+) -->\n(?P<body>.*?)<!-- END results:(?P=name) -->", re.S)
+
+
+def _table(path: Path, columns: list[str] | None = None, query: str | None = None, digits: str = ".2f") -> str:
+    df = pd.read_csv(path)
+    if query:
+        df = df.query(query)
+    if columns:
+        missing = [c for c in columns if c not in df.columns]
+        if missing:
+            raise SchemaError(f"{path}: README block needs column(s) {missing}")
+        df = df[columns]
+    return to_markdown(df.reset_index(drop=True), floatfmt=digits)
+
+
+def _dag_cost(path: Path) -> str:
+    cost = pd.read_csv(path)
+    span = (cost["last_end"].max() - cost["first_start"].min()) / 60.0
+    head = (f"{int(cost['jobs'].sum())} jobs; wall time from the first job's start to the last job's end "
+            f"{span:.1f} min (the DAG's wall time when run from scratch, Snakemake's start-up and the "
+            f"virtual environment's set-up not included); job wall time summed over jobs "
+            f"{cost['wall_s_total'].sum():.0f} s; "
+            f"largest peak memory {cost['max_rss_mb'].max():.0f} MB (`{cost.loc[cost['max_rss_mb'].idxmax(), 'rule']}`). "
+            "Slowest rules:\n\n")
+    cols = ["rule", "jobs", "wall_s_total", "wall_s_max", "max_rss_mb", "cpu_s_total"]
+    return head + to_markdown(cost[cols].head(6), floatfmt=".1f")
+
+
+#: Block name -> (results file relative to the results folder, renderer).
+BLOCKS: dict[str, tuple[str, Callable[[Path], str]]] = {
+    "claims": ("tables/claims_counts.csv", lambda p: _table(p)),
+    "iteration-grouped": ("tables/iteration_grouped_summary.csv", lambda p: _table(
+        p, ["protocol", "feature_set", "estimator", "n_groups", "mean_group_mape_pct_mean", "mean_group_mape_pct_sd",
+            "n_seeds", "leakfree_reference_mape_pct"], query="family == 'ALL'")),
+    "convergence": ("tables/convergence_summary.csv", lambda p: _table(
+        p, ["protocol", "method", "n_seeds", "avg_model_mape_mean_pct", "avg_model_mape_sd_pct",
+            "paper_avg_model_mape_pct"])),
+    "emulation": ("tables/emulation_table1.csv", lambda p: _table(
+        p, ["method", "host_gpu", "n_seeds", "n_gpus", "n", "mape", "mape_sd", "spearman", "pearson_log"])),
+    "dag-cost": ("tables/dag_cost.csv", _dag_cost),
+}
+
+
+def render_blocks(results: str | Path, blocks: Mapping[str, tuple[str, Callable[[Path], str]]] = BLOCKS) -> str:
+    """Every block, rendered from the tables under ``results``, with its markers (one file)."""
+    parts = []
+    for name, (rel, render) in blocks.items():
+        path = Path(results) / rel
+        if not path.is_file():
+            raise SchemaError(f"README block {name!r} needs {path}, which does not exist")
+        parts.append(f"<!-- BEGIN results:{name} -->\n{render(path).rstrip()}\n<!-- END results:{name} -->\n")
+    return "\n".join(parts)
+
+
+def blocks_of(text: str) -> dict[str, str]:
+    """The generated blocks of a text, by name (body without the markers)."""
+    return {m.group("name"): m.group("body") for m in BLOCK.finditer(text)}
+
+
+def fill(readme: str, rendered: str) -> str:
+    """``readme`` with each of its blocks replaced by the block of the same name in ``rendered``; a
+    README block with no rendered counterpart is an error (nothing is left stale silently)."""
+    new = blocks_of(rendered)
+    missing = sorted(set(blocks_of(readme)) - set(new))
+    if missing:
+        raise SchemaError(f"README blocks without generated content: {missing}")
+
+    def sub(m: re.Match[str]) -> str:
+        name = m.group("name")
+        return f"<!-- BEGIN results:{name} -->\n{new[name]}<!-- END results:{name} -->"
+
+    return BLOCK.sub(sub, readme)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m traintime.core.readme RENDERED README``: fill README's blocks in place."""
+    rendered, readme = (argv or sys.argv[1:])[:2]
+    path = Path(readme)
+    path.write_text(fill(path.read_text(), Path(rendered).read_text()))
+    print(f"filled {len(blocks_of(path.read_text()))} block(s) of {path} from {rendered}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
