@@ -9,8 +9,10 @@ rule retrieve_file:
     output:
         f"{RAW}/{{source}}/{{path}}",
     params:
-        allow_download=config["data"]["allow_download"],
-        source=lambda w: config["data"]["sources"][w.source],
+        # Only the pinned checksum invalidates a retrieved file: the mirror folder, URL and
+        # allow_download are read from the config by the script (a mistyped mirror must not make
+        # Snakemake delete a verified file before failing).
+        sha256=lambda w: config["data"]["sources"][w.source]["files"].get(w.path),
     wildcard_constraints:
         source="|".join(config["data"]["sources"]),
         path=r"[A-Za-z0-9_./-]+\.csv",

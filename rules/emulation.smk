@@ -38,8 +38,7 @@ rule retrieve_traces:
         traces=directory(f"{RAW}/gpu_profiler/gpu_traces"),
         manifest=f"{DATA}/traces_manifest.csv",
     params:
-        source=config["data"]["sources"]["gpu_profiler"],
-        allow_download=config["data"]["allow_download"],
+        sha256=config["data"]["sources"]["gpu_profiler"]["files"],  # mirror / URL: read by the script
         gpu_specs=config["gpu_specs"],
     log:
         f"{LOGS}/emulation/retrieve_traces.log",

@@ -48,6 +48,6 @@ def test_cli_user_errors_are_one_line_without_traceback(tmp_path):
     bad.write_text("chronos_iteration:\n  familes: [CNN]\n")
     res = subprocess.run([sys.executable, "-m", "traintime.cli", "check-config", "--repo", str(REPO), str(bad)],
                          capture_output=True, text=True)
-    assert res.returncode == 2
+    assert res.returncode == 3  # EXIT_CONFIG (traintime.core.boundary)
     assert res.stderr.strip().splitlines() == [
         "error: config: chronos_iteration: unknown key(s) ('familes' was unexpected)"]

@@ -38,6 +38,14 @@ def _command(case: dict, work: Path) -> tuple[list[str], dict[str, str]]:
         return [str(BIN / "traintime"), "gpus", "--specs", f], env
     if kind == "predict":
         return [str(BIN / "traintime"), "predict", *case["argv"]], env
+    if kind == "cli":  # any traintime command; {work} is the case's folder, set up by `setup`
+        setup = case.get("setup", {})
+        for d in setup.get("mkdir", []):
+            (work / d).mkdir(parents=True, exist_ok=True)
+        for dst, src in setup.get("copy", {}).items():
+            (work / dst).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(CORPUS / src, work / dst)
+        return [str(BIN / "traintime"), *[a.format(work=work, repo=REPO) for a in case["argv"]]], env
     if kind == "retrieve":
         mirror = work / "mirror" / "chronos" / case["path"]
         mirror.parent.mkdir(parents=True)
@@ -68,6 +76,8 @@ def test_malformed_input_gives_one_clear_message(case, tmp_path):
     cmd, env = _command(case, work)
     res = subprocess.run(cmd, cwd=work, env={**os.environ, **env}, capture_output=True, text=True, timeout=300)
     assert res.returncode != 0, res.stdout
+    if "exit" in case:  # the documented status (traintime.core.boundary)
+        assert res.returncode == case["exit"], (res.returncode, res.stderr)
     assert "Traceback" not in res.stderr
     text = res.stderr
     if case["kind"] == "retrieve":  # Snakemake reports the failed job; the message is in the rule's log

@@ -3,6 +3,7 @@
 import logging
 
 from traintime.core.workflow import run_script
+from traintime.data.retrieve import verify_retrieved
 from traintime.data.chronos_convergence import normalise_convergence, write_convergence
 
 log = logging.getLogger("traintime.chronos.convergence")
@@ -10,6 +11,7 @@ log = logging.getLogger("traintime.chronos.convergence")
 
 def main(snakemake):
     paths = {family: snakemake.input[family] for family in ("CNN", "MLP", "Transformer")}
+    verify_retrieved(list(paths.values()), snakemake.config["data"]["sources"])
     df = normalise_convergence(paths, source_prefix="chronos/")
     write_convergence(df, snakemake.output[0])
     log.info("convergence: %d runs (%s) -> %s", len(df),

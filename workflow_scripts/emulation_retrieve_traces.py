@@ -9,9 +9,10 @@ from traintime.emulation.traces import retrieve_traces
 
 def main(snakemake):
     p = snakemake.params
-    source = Source.from_config("gpu_profiler", p.source)
-    manifest = retrieve_traces(source, snakemake.output.traces, resolve_mirror(snakemake.config["data"]["mirror"]),
-                               allow_download=p.allow_download, specs=load_specs(p.gpu_specs))
+    data = snakemake.config["data"]  # mirror / URL are not params: only checksums rerun the rule
+    source = Source.from_config("gpu_profiler", data["sources"]["gpu_profiler"])
+    manifest = retrieve_traces(source, snakemake.output.traces, resolve_mirror(data["mirror"]),
+                               allow_download=data["allow_download"], specs=load_specs(p.gpu_specs))
     write_csv(manifest, snakemake.output.manifest)
 
 

@@ -5,12 +5,10 @@ from traintime.data.retrieve import Source, resolve_mirror, retrieve
 
 
 def main(snakemake):
-    source = Source.from_config(snakemake.wildcards.source, snakemake.params.source)
-    # The mirror is where a file may come from, not what it is: not a param (the sha256 is), so moving
-    # the mirror never invalidates a verified file.
-    mirror = resolve_mirror(snakemake.config["data"]["mirror"])
-    retrieve(source, snakemake.wildcards.path, snakemake.output[0], mirror,
-             allow_download=snakemake.params.allow_download)
+    data = snakemake.config["data"]  # not params: only the checksum (params.sha256) reruns the rule
+    source = Source.from_config(snakemake.wildcards.source, data["sources"][snakemake.wildcards.source])
+    retrieve(source, snakemake.wildcards.path, snakemake.output[0], resolve_mirror(data["mirror"]),
+             allow_download=data["allow_download"])
 
 
 if __name__ == "__main__":

@@ -2,8 +2,9 @@
 
 Subcommands register themselves in :data:`COMMANDS` with :func:`command` (a name, a help line, a
 function adding arguments to an ``argparse`` parser and a function running the parsed arguments), so
-more can be added without touching :func:`main`. User errors (unknown model / dataset / GPU, missing
-saved model, unavailable data) print one line ``error: ...`` and exit with status 2, no traceback.
+more can be added without touching :func:`main`. Errors go through :mod:`traintime.core.boundary`:
+one line ``error: ...`` naming the culprit and a documented exit status (2 bad argument or unknown
+name, 3 config, 4 data, 5 file system, 6 run failed, 70 internal error); ``--debug`` shows the traceback.
 """
 
 from __future__ import annotations
@@ -170,11 +171,12 @@ def _check_config_args(p: argparse.ArgumentParser) -> None:
 def _check_config(args: argparse.Namespace) -> int:
     from pathlib import Path
 
-    from traintime.core.config import merge_config_files, validate_config
+    from traintime.core.config import merge_config_files
+    from traintime.core.config_checks import check_config
 
     root = Path(args.repo)
     config = merge_config_files([root / "config.yaml", *map(Path, args.configfiles)])
-    validate_config(config, root / "schemas" / "config.schema.yaml")
+    check_config(config, root / "schemas" / "config.schema.yaml", names=True)
     print(f"ok: {', '.join(args.configfiles)} valid over {root / 'config.yaml'}")
     return 0
 
@@ -185,7 +187,11 @@ def _check_config(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = _Parser(prog="traintime", description="Predict training time and cost of deep-learning runs.")
+    parser = _Parser(prog="traintime", description="Predict training time and cost of deep-learning runs.",
+                     epilog="Exit status: 0 ok, 2 bad argument, 3 bad config, 4 bad data, 5 file system, "
+                            "6 run failed, 70 internal error, 130 interrupted (see traintime.core.boundary).")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the traceback of an error (also accepted after the subcommand)")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=_Parser)
     for cmd in COMMANDS.values():
         cmd.add_arguments(sub.add_parser(cmd.name, help=cmd.help, description=cmd.help))
@@ -193,29 +199,29 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; returns (and, as a console script, exits with) the status."""
+    """Run the command line; returns (and, as a console script, exits with) the status.
+
+    Every failure goes through :mod:`traintime.core.boundary`: one ``error:`` line naming the
+    culprit and a documented exit status; ``--debug`` (anywhere on the line) adds the traceback."""
+    from traintime.core.boundary import guarded
+    from traintime.core.errors import ArgumentError
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    argv = [a for a in argv if a != "--debug"]
     parser = build_parser()
-    try:
-        args = parser.parse_args(argv)
+
+    def body() -> int:
+        try:
+            args = parser.parse_args(argv)
+        except _UsageError as exc:
+            raise ArgumentError(str(exc)) from None
         if not args.command:
             parser.print_help()
             return 2
         return COMMANDS[args.command].run(args)
-    except _UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except TraintimeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print("error: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:  # output piped into `head`: stop quietly
-        import os
 
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())
-        return 1
+    return guarded(body, debug=debug)
 
 
 if __name__ == "__main__":

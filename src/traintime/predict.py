@@ -144,16 +144,26 @@ class TrainingTimePredictor:
             self.info = replace(self.info, **overrides)
         self.optimizer = optimizer_label(optimizer)
         self.gpu = canonical_gpu(gpu, self.specs)
-        #: precision of the run as asked (32 | 16 | bf16); the probe autocasts to it on CUDA
-        self.precision_label = "bf16" if str(precision).lower() == "bf16" else str(int(precision))
-        if str(precision).lower() == "bf16":
+        from traintime import predict_checks as chk
+
+        bf16 = str(precision).lower() == "bf16"
+        if bf16:
             precision = 16  # a 16-bit run for the convergence row (the release knows 16 / 32 only)
-        if int(precision) not in (16, 32):
+        if chk.check_int("--precision", precision, 0, 64) not in (16, 32):
             raise UnknownNameError(f"precision {precision!r} is not supported (use 16, bf16 or 32)")
-        if int(batch_size) < 1 or not float(learning_rate) > 0:
-            raise TraintimeError("batch size must be >= 1 and learning rate > 0")
-        if not 0 < coverage < 1:
-            raise TraintimeError(f"coverage {coverage} must be between 0 and 1")
+        #: precision of the run as asked (32 | 16 | bf16); the probe autocasts to it on CUDA
+        self.precision_label = "bf16" if bf16 else str(int(precision))
+        batch_size = chk.check_batch_size(batch_size, int(self.info.train_size), self.info.chronos_name)
+        learning_rate = chk.check_float("--learning-rate", learning_rate, 0.0, 100.0, lo_open=True)
+        coverage = chk.check_float("--coverage", coverage, 0.0, 1.0, lo_open=True, hi_open=True)
+        if probe_batch_size is not None:
+            probe_batch_size = chk.check_int("--probe-batch-size", probe_batch_size, 1, chk.MAX_PROBE_BATCH_SIZE)
+        seed = chk.check_int("seed", seed, 0, chk.MAX_SEED)
+        model_kwargs = chk.check_model_kwargs(model, dict(model_kwargs or {}))
+        it_path = Path(iteration_model) if iteration_model else Path(models_dir) / "iteration" / "iteration_model.joblib"
+        if not it_path.exists():  # up front, before the data folder and any probe
+            raise TraintimeError(f"{it_path}: model file not found (run the workflow to train it)")
+        chk.check_dir("--data-dir", data_dir)
         self.model_name = model
         self.batch_size = int(batch_size)
         self.learning_rate = float(learning_rate)
@@ -177,7 +187,8 @@ class TrainingTimePredictor:
         self.curve = None if curve is None else [float(v) for v in curve]
         if self.curve is not None and (not self.curve or not all(math.isfinite(v) and v > 0 for v in self.curve)):
             raise TraintimeError(f"curve: validation losses must be positive numbers, got {curve!r}")
-        self.notes: list[str] = []
+        self.notes: list[str] = chk.training_range_notes(self.data_dir, self.family, self.batch_size,
+                                                         self.learning_rate)
         self._iter_model: Any = None
         self._conv_model: Any = None
         self._feats: dict[str, Any] | None = None

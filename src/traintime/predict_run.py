@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 import time
 from pathlib import Path
@@ -18,7 +19,7 @@ from typing import Any
 
 import pandas as pd
 
-from traintime.core.errors import TraintimeError
+from traintime.core.errors import ArgumentError, TraintimeError
 
 
 def add_predict_arguments(p: argparse.ArgumentParser) -> None:
@@ -65,15 +66,25 @@ def add_predict_arguments(p: argparse.ArgumentParser) -> None:
 
 
 def _model_kwargs(pairs: list[str]) -> dict[str, Any]:
+    """``--model-arg KEY=VALUE`` pairs (JSON values where they parse); a key given twice or a value that
+    is not a finite number where it looks like one is refused."""
     out: dict[str, Any] = {}
     for pair in pairs:
         key, sep, value = pair.partition("=")
-        if not sep or not key:
-            raise TraintimeError(f"--model-arg {pair!r} is not KEY=VALUE")
+        if not sep or not key.strip():
+            raise ArgumentError(f"--model-arg {pair!r} is not KEY=VALUE")
+        if key in out:
+            raise ArgumentError(f"--model-arg {key} given twice")
         try:
             out[key] = json.loads(value)
         except json.JSONDecodeError:
             out[key] = value
+        try:
+            number = float(value)
+        except ValueError:
+            continue
+        if not math.isfinite(number):
+            raise ArgumentError(f"--model-arg {key}={value}: not a finite number")
     return out
 
 
@@ -136,22 +147,33 @@ def default_step_model(models_dir: Path, data_dir: Path, family: str, specs_rows
 
 def run_predict(args: argparse.Namespace, out: Any = None, err: Any = None) -> int:
     from traintime.core.gpudb import gpu_database
+    from traintime import predict_checks as chk
     from traintime.predict_output import sort_plan, text_table, to_json
     from traintime.predict_plan import PlanContext, epochs_conformal, plan
     from traintime.predict_static import make_workload, training_range_warnings
 
     out = out or sys.stdout
     err = err or sys.stderr
-    if not 0 < args.coverage < 1:
-        raise TraintimeError(f"--coverage {args.coverage} must be between 0 and 1")
-    if args.workers is not None and args.workers < 1:
-        raise TraintimeError(f"--workers {args.workers} must be >= 1")
+    # every argument checked where it enters, before any work (traintime.predict_checks)
+    chk.check_float("--coverage", args.coverage, 0.0, 1.0, lo_open=True, hi_open=True)
+    chk.check_float("--learning-rate", args.learning_rate, 0.0, 100.0, lo_open=True)
+    chk.check_int("--batch-size", args.batch_size, 1, chk.MAX_BATCH_SIZE)
+    if args.workers is not None:
+        chk.check_int("--workers", args.workers, 1, 1024)
+    if args.probe_batch_size is not None:
+        chk.check_int("--probe-batch-size", args.probe_batch_size, 1, chk.MAX_PROBE_BATCH_SIZE)
+    if args.output:
+        chk.check_output_file("--output", args.output)
+    if args.plot:
+        chk.check_output_file("--plot", args.plot)
     w = make_workload(args.model, args.batch_size, args.precision, args.optimizer, dataset=args.dataset,
                       input_size=args.input_size, num_classes=args.num_classes, num_samples=args.num_samples,
                       family=args.family)
     gpus, head = select_gpus(args.gpu, args.gpus, args.all_gpus, args.specs)
     data_dir = Path(args.data_dir)
     kwargs = _model_kwargs(args.model_arg)
+    if w.model_source != "module:function":
+        kwargs = chk.check_model_kwargs(args.model, kwargs)
     step_model, step_q, step_notes = default_step_model(Path(args.models_dir), data_dir, w.family,
                                                         gpu_database(args.specs), args.coverage, args.calibration)
     ctx = PlanContext(coverage=args.coverage, step_q=step_q)

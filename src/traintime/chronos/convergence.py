@@ -404,17 +404,8 @@ class ConvergencePredictor:
 
     @staticmethod
     def load(path: str) -> "ConvergencePredictor":
-        from pathlib import Path
+        from traintime.core.modelfile import load_joblib
 
-        import joblib
-
-        from traintime.core.errors import TraintimeError
-
-        if not Path(path).exists():
-            raise TraintimeError(f"{path}: model file not found (run the workflow to train it)")
-        obj = joblib.load(path)
-        if not isinstance(obj, ConvergencePredictor):
-            raise TraintimeError(f"{path}: not a ConvergencePredictor")
-        return obj
+        return load_joblib(path, ConvergencePredictor, "convergence model")
 
 

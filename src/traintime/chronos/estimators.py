@@ -34,7 +34,6 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -287,15 +286,9 @@ class IterationTimePredictor:
 
     @staticmethod
     def load(path: str | os.PathLike[str]) -> "IterationTimePredictor":
-        import joblib
+        from traintime.core.modelfile import load_joblib
 
-        p = Path(path)
-        if not p.exists():
-            raise TraintimeError(f"{p}: model file not found (run the workflow to train it)")
-        obj = joblib.load(p)
-        if not isinstance(obj, IterationTimePredictor):
-            raise TraintimeError(f"{p}: not an IterationTimePredictor")
-        return obj
+        return load_joblib(path, IterationTimePredictor, "step-time model")
 
 
 def load_iteration_model(path: str | os.PathLike[str]) -> IterationTimePredictor:

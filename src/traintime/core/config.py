@@ -56,18 +56,11 @@ def validate_config(config: dict[str, Any], schema_path: str | Path) -> dict[str
 
 
 def read_config_file(config_path: str | Path) -> dict[str, Any]:
-    """One YAML config file as a mapping; missing file / bad YAML -> :class:`ConfigError`."""
-    path = Path(config_path)
-    try:
-        config = yaml.safe_load(path.read_text()) or {}
-    except FileNotFoundError:
-        raise ConfigError(f"config file not found: {path}") from None
-    except yaml.YAMLError as exc:
-        first = str(exc).replace("\n", " ")
-        raise ConfigError(f"{path}: not valid YAML ({first})") from None
-    if not isinstance(config, dict):
-        raise ConfigError(f"{path}: top level must be a mapping")
-    return config
+    """One config file as Snakemake's ``--configfile`` loads it (JSON or YAML); missing, empty, bad
+    YAML, duplicated keys or a non-mapping -> :class:`ConfigError`."""
+    from traintime.core.config_checks import load_config_file
+
+    return load_config_file(config_path)
 
 
 def deep_update(base: dict[str, Any], update: dict[str, Any]) -> dict[str, Any]:

@@ -1,8 +1,8 @@
 """User-facing errors.
 
 Every error a user can cause (bad config, bad CSV, unknown name, checksum mismatch, no data, OOM,
-NaN loss) is a :class:`TraintimeError`. Entry points (workflow scripts, CLI) print its message as
-one line and exit non-zero without a traceback; anything else is a bug and keeps its traceback.
+NaN loss) is a :class:`TraintimeError`. Entry points (workflow scripts, CLI) go through
+:mod:`traintime.core.boundary`, which prints one line and exits with a documented status per class.
 """
 
 from __future__ import annotations
@@ -25,6 +25,14 @@ class SchemaError(TraintimeError):
 
 class ChecksumError(TraintimeError):
     """A retrieved file does not have the pinned sha256."""
+
+
+class ArgumentError(TraintimeError):
+    """A command-line argument or function parameter has a value outside its valid range."""
+
+
+class CorruptFileError(TraintimeError):
+    """A file exists but cannot be read as what it should be (truncated / random model file)."""
 
 
 class DataUnavailableError(TraintimeError):

@@ -94,3 +94,16 @@ def write_table(df: pd.DataFrame, csv_path: str | os.PathLike[str], md_path: str
         if note:
             parts.append(f"\n{note.strip()}\n")
         write_text("\n".join(parts), md_path)
+
+
+def reject_duplicate_rows(df: pd.DataFrame, source: str) -> pd.DataFrame:
+    """Raise :class:`SchemaError` if two rows of ``df`` are identical in every column (a file with
+    rows doubled by a bad copy or merge); returns ``df`` unchanged otherwise."""
+    dup = df.duplicated(keep="first")
+    if dup.any():
+        row = int(dup.to_numpy().nonzero()[0][0])
+        h = pd.util.hash_pandas_object(df, index=False).to_numpy()
+        first = int((h == h[row]).nonzero()[0][0])
+        raise SchemaError(f"{source}: row {row + 2} is an exact duplicate of row {first + 2} "
+                          f"({int(dup.sum())} duplicated row(s); the file was copied or merged twice?)")
+    return df

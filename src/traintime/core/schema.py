@@ -8,6 +8,8 @@ column and the first offending row. :meth:`TableSchema.to_markdown` renders the 
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -53,6 +55,8 @@ class TableSchema:
     key: tuple[str, ...] = ()
     allow_extra: bool = True
     extra_note: str = ""
+    #: row-level consistency checks ``check(validated_df, where)`` run last (raise SchemaError)
+    checks: tuple[Callable[[pd.DataFrame, str], None], ...] = ()
     _index: dict[str, Column] = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -114,6 +118,8 @@ class TableSchema:
                 row = int(np.flatnonzero(dup.to_numpy())[0])
                 vals = ", ".join(f"{k}={_show(out[k].iloc[row])}" for k in self.key)
                 raise SchemaError(f"{where}: duplicated key ({vals}) at row {row + 2}")
+        for check in self.checks:
+            check(out, where)
         return out
 
     def to_markdown(self) -> str:
@@ -174,6 +180,11 @@ def _coerce(s: pd.Series, col: Column, where: str) -> pd.Series:
         i = _first_bad(bad)
         raise SchemaError(f"{where}: column '{col.name}' row {i + 2}: {_show(s.iloc[i])} is not a number")
     if col.dtype == "int":
+        big = num.notna() & ~(num.abs() < 2.0**63)  # inf or beyond int64: not an integer we can hold
+        if big.any():
+            i = _first_bad(big)
+            raise SchemaError(f"{where}: column '{col.name}' row {i + 2}: {_show(s.iloc[i])} is not an integer "
+                              "in range")
         frac = num.notna() & (num != np.round(num))
         if frac.any():
             i = _first_bad(frac)

@@ -10,9 +10,9 @@ Inside Snakemake, ``snakemake`` is in the script's globals. Run by hand
 object is built from the Snakefile by :func:`mock_snakemake`, PyPSA-Eur style, so the same file
 runs inside and outside the DAG.
 
-:func:`run_script` sends log records to the rule's ``log:`` file and to stderr, and turns a
-:class:`~traintime.core.errors.TraintimeError` into one ``error:`` line and exit status 1 (no
-traceback: the message names the culprit). Any other exception is a bug and keeps its traceback.
+:func:`run_script` sends log records to the rule's ``log:`` file and to stderr, and runs the script
+inside :mod:`traintime.core.boundary`: an expected failure (bad input, config, data, file system)
+becomes one ``error:`` line naming the culprit and the exit status documented there.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from traintime.core.errors import TraintimeError
+from traintime.core.errors import ArgumentError, TraintimeError
 
 log = logging.getLogger("traintime")
 
@@ -68,7 +68,7 @@ def mock_snakemake(rulename: str, configfiles: list[str] | None = None, **wildca
         rule = workflow.get_rule(rulename)
         missing = [w for w in rule.wildcard_names if w not in wildcards]
         if missing:
-            raise TraintimeError(f"rule {rulename} needs wildcard(s) {', '.join(sorted(missing))}: "
+            raise ArgumentError(f"rule {rulename} needs wildcard(s) {', '.join(sorted(missing))}: "
                                  f"pass them as name=value arguments")
         wc = dict(wildcards)
         inp = rule.expand_input(wc)[0]
@@ -99,15 +99,33 @@ def _configure_logging(log_files: list[str]) -> None:
 
 
 def run_script(main: Callable[[Any], None], rulename: str, script_globals: dict[str, Any]) -> None:
-    """Run ``main(snakemake)`` with logging and clean user-error reporting (see module doc)."""
+    """Run ``main(snakemake)`` with logging, inside the error boundary of
+    :mod:`traintime.core.boundary` (one ``error:`` line, documented exit status; the traceback of an
+    internal error goes to the rule's log file, and to stderr with ``TRAINTIME_DEBUG=1``)."""
+    from traintime.core.boundary import EXIT_INTERNAL, debug_requested, error_message, exit_code, guarded
+
     sm = script_globals.get("snakemake")
-    try:
+
+    def body() -> None:
+        nonlocal sm
         if sm is None:
             wildcards = dict(arg.split("=", 1) for arg in sys.argv[1:] if "=" in arg)
             sm = mock_snakemake(rulename, **wildcards)
         _configure_logging([str(p) for p in getattr(sm, "log", [])])
-        main(sm)
-    except TraintimeError as exc:
-        log.error("%s", exc)
-        print(f"error: {exc}", file=sys.stderr)
-        sys.exit(1)
+        try:
+            main(sm)
+        except BaseException as exc:
+            if not isinstance(exc, SystemExit):
+                # the rule's log file gets the message (and a bug's traceback) as well as stderr
+                for h in logging.getLogger().handlers:
+                    if isinstance(h, logging.FileHandler):
+                        if exit_code(exc) == EXIT_INTERNAL or debug_requested():
+                            h.handle(log.makeRecord(log.name, logging.ERROR, __file__, 0, "traceback",
+                                                    (), (type(exc), exc, exc.__traceback__)))
+                        h.handle(log.makeRecord(log.name, logging.ERROR, __file__, 0, "%s",
+                                                (error_message(exc),), None))
+            raise
+
+    status = guarded(body)
+    if status:
+        sys.exit(status)

@@ -18,6 +18,8 @@ the raw row order within a family (``raw_row``), which the released random split
 
 from __future__ import annotations
 
+import dataclasses
+
 import logging
 import os
 from collections.abc import Mapping
@@ -27,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from traintime.core.errors import SchemaError, UnknownNameError
-from traintime.core.io import read_csv, write_csv
+from traintime.core.io import read_csv, reject_duplicate_rows, write_csv
 from traintime.core.schema import Column, TableSchema
 from traintime.core.specs import _norm, alias_map, load_specs
 
@@ -158,6 +160,7 @@ ITERATION = TableSchema(
         "Columns a family does not have are empty. Rows are sorted by `family`, `raw_row`."
     ),
     key=("row_id",),
+    checks=(lambda df, where: check_config_keys(df, where),),
     extra_note=(
         "Released spreadsheet artefacts: `TRUE`/`FALSE` are parsed as booleans; FLOP counts written "
         "in exponent notation (`1.06E+11`) are parsed as numbers but keep the release's rounding "
@@ -304,6 +307,23 @@ def config_keys(df: pd.DataFrame) -> pd.Series:
             + df["gpu"].astype(str) + "|p" + pc_s)
 
 
+_ITERATION_UNKEYED = dataclasses.replace(ITERATION, checks=())
+
+
+def check_config_keys(df: pd.DataFrame, where: str) -> None:
+    """A row's ``config_key`` must be the one its own columns give (``ITERATION.checks``)."""
+    if "config_key" not in df.columns or not set(CONFIG_KEY_COLUMNS[:-1]) <= set(df.columns):
+        return
+    expected = config_keys(df)
+    given = df["config_key"].astype(str)
+    # without a param_count the key may also end at the GPU (no empty "|p")
+    bad = ((given != expected) & (given + "|p" != expected)).to_numpy()
+    if bad.any():
+        i = int(bad.nonzero()[0][0])
+        raise SchemaError(f"{where}: column 'config_key' row {i + 2}: {df['config_key'].iloc[i]!r} contradicts "
+                          f"the row's own columns, which give {expected.iloc[i]!r}")
+
+
 def _parse_input_shape(s: pd.Series, where: str) -> tuple[pd.Series, pd.Series]:
     """'(3, 64, 64)' -> (channels, px). Non-square or malformed shapes are a SchemaError."""
     chans, pxs = [], []
@@ -328,7 +348,7 @@ def _read_family(path: str | os.PathLike[str], family: str, specs: pd.DataFrame)
     """Read one released CSV, check its columns, rename to canonical names, add derived columns."""
     path = Path(path)
     where = f"{path}"
-    raw = read_csv(path)
+    raw = reject_duplicate_rows(read_csv(path), where)
     # Spreadsheet exponent notation, detected on the text before parsing.
     raw_text = read_csv(path, dtype=str, keep_default_na=False)
     mapping = dict(RAW_COLUMNS[family])
@@ -379,8 +399,8 @@ def _read_family(path: str | os.PathLike[str], family: str, specs: pd.DataFrame)
         df["input_px"] = pd.Series(np.where(vision, TRANSFORMER_IMAGE_PX, pd.NA), dtype="Int64")
         df["input_channels"] = pd.Series(np.where(vision, 3, pd.NA), dtype="Int64")
     # validate with file row numbers before the families are concatenated
-    df["config_key"] = "?"  # filled below, from validated values
-    df = ITERATION.validate(df, source=where)
+    df["config_key"] = "?"  # filled below, from validated values (so not checked here)
+    df = _ITERATION_UNKEYED.validate(df, source=where)
     df["config_key"] = config_keys(df)
     return df
 

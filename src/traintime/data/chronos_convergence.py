@@ -30,7 +30,7 @@ import numpy as np
 import pandas as pd
 
 from traintime.core.errors import SchemaError, unknown_name
-from traintime.core.io import read_csv, write_csv
+from traintime.core.io import read_csv, reject_duplicate_rows, write_csv
 from traintime.core.schema import Column, TableSchema
 
 #: Model families, one raw CSV each, in the release's order.
@@ -211,7 +211,7 @@ def normalise_convergence(raw_paths: Mapping[str, str | os.PathLike[str]],
         path = Path(raw_paths[family])
         text = str(path).replace(os.sep, "/")
         source = text[text.index(source_prefix):] if source_prefix and source_prefix in text else text
-        raw = read_csv(path).drop_duplicates().reset_index(drop=True)
+        raw = reject_duplicate_rows(read_csv(path), str(path))
         parts.append(normalise_family(raw, family, source))
     df = pd.concat(parts, ignore_index=True)
     return sort_raw_order(CONVERGENCE.validate(df, source="+".join(str(p) for p in raw_paths.values())))

@@ -111,3 +111,43 @@ def available_in_mirror(source: Source, mirror: Path | None) -> list[str]:
     if mirror is None:
         return []
     return [p for p in source.files if (mirror / source.name / p).is_file()]
+
+
+def verify_retrieved(paths: list[str | os.PathLike[str]], sources: dict, raw_root: str = "results/raw") -> None:
+    """Check retrieved files (``<raw_root>/<source>/<path>``) against their pinned sha256 again,
+    before a normaliser reads them: a file truncated, edited or doubled after retrieval raises
+    :class:`ChecksumError` naming it (delete it and rerun to retrieve it again)."""
+    root = Path(raw_root)
+    for p in map(Path, paths):
+        try:
+            rel = p.relative_to(root)
+        except ValueError:
+            continue  # not a retrieved file (e.g. a user-supplied table)
+        source, path = rel.parts[0], "/".join(rel.parts[1:])
+        expected = (sources.get(source) or {}).get("files", {}).get(path)
+        if expected is None:
+            raise ConfigError(f"data.sources.{source}: no sha256 pinned for '{path}' (needed by {p})")
+        got = sha256_of(p)
+        if got != expected:
+            raise ChecksumError(f"{p}: changed after it was retrieved and verified (sha256 {got}, pinned "
+                                f"{expected}); delete it and rerun to retrieve it again")
+
+
+def verify_raw_folder(sources: dict, raw_root: str | os.PathLike[str] = "results/raw") -> int:
+    """Check every retrieved file present under ``raw_root`` against its pinned sha256 (run when the
+    Snakefile is parsed, before any job: a job reading a changed file would fail only after
+    Snakemake had removed its previous outputs). Returns the number of files checked."""
+    root = Path(raw_root)
+    n = 0
+    for name, cfg in sources.items():
+        for path, expected in (cfg.get("files") or {}).items():
+            p = root / name / path
+            if not p.is_file():
+                continue
+            n += 1
+            got = sha256_of(p)
+            if got != expected:
+                raise ChecksumError(f"{p}: sha256 {got} is not the pinned {expected}: the file changed after "
+                                    "it was retrieved (or data.sources pins a new version); delete it to "
+                                    "retrieve it again")
+    return n

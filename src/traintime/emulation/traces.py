@@ -37,7 +37,7 @@ from pathlib import Path
 import pandas as pd
 
 from traintime.core.errors import DataUnavailableError, SchemaError, UnknownNameError
-from traintime.core.io import read_csv
+from traintime.core.io import read_csv, reject_duplicate_rows
 from traintime.core.schema import Column, TableSchema
 from traintime.core.specs import canonical_gpu, load_specs
 from traintime.data.retrieve import Source, retrieve
@@ -120,7 +120,7 @@ def retrieve_traces(source: Source, dest_dir: str | os.PathLike[str], mirror: Pa
 
 
 def _read_trace(path: Path) -> pd.DataFrame:
-    df = RAW_TRACE.validate(read_csv(path), source=str(path))
+    df = RAW_TRACE.validate(reject_duplicate_rows(read_csv(path), str(path)), source=str(path))
     return df
 
 

@@ -323,7 +323,21 @@ def model_img_px(name: str, dataset_img_px: int) -> int:
 def create_model(name: str, num_classes: int, img_px: int = 32, **kwargs: Any) -> Any:
     """Build an untrained ``torch.nn.Module`` classifying ``num_classes`` from ``img_px`` x ``img_px``
     RGB images. ``kwargs`` go to the builder (e.g. ``embed_dim=256`` for the CHRONOS MLPs). Build
-    under ``with torch.device('meta'):`` for shape/FLOP analysis without memory."""
+    under ``with torch.device('meta'):`` for shape/FLOP analysis without memory. A builder refusing
+    ``kwargs`` raises :class:`~traintime.core.errors.ArgumentError` naming them."""
+    if kwargs:
+        try:
+            return _create_model(name, num_classes, img_px, **kwargs)
+        except (TypeError, ValueError, RuntimeError, AssertionError, ZeroDivisionError) as exc:
+            from traintime.core.errors import ArgumentError
+
+            shown = ", ".join(f"{k}={v!r}" for k, v in kwargs.items())
+            raise ArgumentError(f"--model-arg {shown}: model {name!r} cannot be built with these arguments "
+                                f"({type(exc).__name__}: {' '.join(str(exc).split())[:200]})") from None
+    return _create_model(name, num_classes, img_px)
+
+
+def _create_model(name: str, num_classes: int, img_px: int = 32, **kwargs: Any) -> Any:
     r = resolve_model(name)
     if r.spec is not None:
         return r.spec.builder(num_classes=num_classes, img_px=img_px, **kwargs)
