@@ -68,7 +68,7 @@ class OperatorRooflineRegressor(BaseEstimator, RegressorMixin):
     the non-intercept efficiency weights, per row-normalised loss), ``host_mode``, ``max_nfev``.
     """
 
-    def __init__(self, n_terms: int = 1, alpha: float = 1e-3, host_mode: bool = False, max_nfev: int = 200) -> None:
+    def __init__(self, n_terms: int = 1, alpha: float = 1e-3, host_mode: bool = False, max_nfev: int = 50) -> None:
         self.n_terms = n_terms
         self.alpha = alpha
         self.host_mode = host_mode
@@ -154,8 +154,13 @@ class OperatorRooflineRegressor(BaseEstimator, RegressorMixin):
         theta0 = np.zeros((k, d))
         if H is None:
             theta0[:, 0] = np.median(target - np.log(np.exp(lt).sum(axis=1)))
-        sol = least_squares(resid, theta0.ravel(), jac=jac, method="trf", max_nfev=int(self.max_nfev),
-                            x_scale="jac")
+        from threadpoolctl import threadpool_limits
+
+        # one BLAS thread: the Jacobian is small, and threads oversubscribed on a busy machine make
+        # each trust-region step orders of magnitude slower
+        with threadpool_limits(limits=1):
+            sol = least_squares(resid, theta0.ravel(), jac=jac, method="trf", max_nfev=int(self.max_nfev),
+                                x_scale="jac")
         self.coef_ = sol.x.reshape(k, d)
         self.converged_ = bool(sol.success)
         return self
