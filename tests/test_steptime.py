@@ -154,3 +154,14 @@ def test_tensor_peak() -> None:
     p4 = {"gpu": "P4", "architecture": "Pascal", "tensor_cores": 0, "boost_clock_mhz": 1114,
           "fp32_gflops": 5704, "fp16_gflops": 89}
     assert tensor_peak_gflops(p4) == 5704
+
+
+def test_clip_z_bounds_efficiency_extrapolation() -> None:
+    X, y = _toy()
+    est = OperatorRooflineRegressor(n_terms=2, alpha=1e-6, clip_z=True).fit(X, y)
+    hi = X[:, 2].max()
+    a, b = X[:1].copy(), X[:1].copy()
+    a[0, 2], b[0, 2] = hi, hi + 50.0
+    assert est.predict(b)[0] == pytest.approx(est.predict(a)[0], rel=1e-12)
+    free = OperatorRooflineRegressor(n_terms=2, alpha=1e-6).fit(X, y)
+    assert free.predict(b)[0] != pytest.approx(free.predict(a)[0], rel=1e-3)

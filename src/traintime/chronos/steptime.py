@@ -65,11 +65,15 @@ class OperatorRooflineRegressor(BaseEstimator, RegressorMixin):
     """Sum of per-term roofline times x learned log-linear efficiencies (module doc).
 
     Parameters: ``n_terms`` (leading columns that are log roofline times), ``alpha`` (ridge on
-    the non-intercept efficiency weights, per row-normalised loss), ``host_mode``, ``max_nfev``.
+    the non-intercept efficiency weights, per row-normalised loss), ``host_mode``, ``max_nfev``,
+    ``clip_z``: clip each efficiency feature to its training range at prediction (no extrapolation
+    of the efficiency beyond the hull of each axis; the roofline itself still extrapolates).
     """
 
-    def __init__(self, n_terms: int = 1, alpha: float = 1e-3, host_mode: bool = False, max_nfev: int = 50) -> None:
+    def __init__(self, n_terms: int = 1, alpha: float = 1e-3, host_mode: bool = False, max_nfev: int = 50,
+                 clip_z: bool = False) -> None:
         self.n_terms = n_terms
+        self.clip_z = clip_z
         self.alpha = alpha
         self.host_mode = host_mode
         self.max_nfev = max_nfev
@@ -87,6 +91,8 @@ class OperatorRooflineRegressor(BaseEstimator, RegressorMixin):
         k = int(self.n_terms)
         logr = B[:, :k]
         z = (B[:, k:] - self.z_mean_) / self.z_scale_
+        if self.clip_z and hasattr(self, "z_lo_"):
+            z = np.clip(z, self.z_lo_, self.z_hi_)
         return logr, np.hstack([np.ones((len(B), 1)), z])
 
     def _log_model(self, W: np.ndarray, logr: np.ndarray, Z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -123,6 +129,9 @@ class OperatorRooflineRegressor(BaseEstimator, RegressorMixin):
         self.z_mean_ = zc.mean(axis=0) if zc.shape[1] else np.zeros(0)
         sd = zc.std(axis=0) if zc.shape[1] else np.zeros(0)
         self.z_scale_ = np.where(sd > 1e-12, sd, 1.0)
+        zs = (zc - self.z_mean_) / self.z_scale_
+        self.z_lo_ = zs.min(axis=0) if zs.shape[1] else np.zeros(0)
+        self.z_hi_ = zs.max(axis=0) if zs.shape[1] else np.zeros(0)
         lt, Zt = self._design(T)
         if H is not None:
             lh, Zh = self._design(H)

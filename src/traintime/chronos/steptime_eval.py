@@ -52,10 +52,17 @@ def combine_labels(compute_ms: np.ndarray | Sequence[float], loader_ms: np.ndarr
     return c + w
 
 
+def _key_string(model: object, px: object, nc: object, embed: object, opt: object) -> str:
+    def num(v: object) -> str:
+        return "-" if v is None or pd.isna(v) else str(int(float(v)))  # type: ignore[arg-type]
+    return f"{model}|{num(px)}|{num(nc)}|{num(embed)}|{opt}"
+
+
 def workload_id(rows: pd.DataFrame) -> pd.Series:
     """One string per CHRONOS walk key (the ``model`` of the op-graph class table)."""
-    r = with_num_classes(rows)
-    return r[list(CHRONOS_WALK_KEY)].astype(str).agg("|".join, axis=1)
+    r = with_num_classes(rows) if "dataset" in rows else rows
+    keys = [_key_string(*t) for t in zip(*(r[c] for c in CHRONOS_WALK_KEY))]
+    return pd.Series(keys, index=rows.index)
 
 
 def as_trace_rows(rows: pd.DataFrame) -> pd.DataFrame:
@@ -69,7 +76,7 @@ def as_trace_rows(rows: pd.DataFrame) -> pd.DataFrame:
 def op_graph_as_trace(op_graphs: pd.DataFrame) -> pd.DataFrame:
     """CHRONOS op graphs keyed like the traces' (model = walk id, img_px)."""
     og = op_graphs.copy()
-    og["model"] = og[list(CHRONOS_WALK_KEY)].astype(str).agg("|".join, axis=1)
+    og["model"] = workload_id(og).to_numpy()
     og["img_px"] = og["input_px"].astype(int)
     return og
 
@@ -121,7 +128,7 @@ def chronos_rows(table: pd.DataFrame, op_graphs: pd.DataFrame) -> pd.DataFrame:
 
 
 def evaluate_new(table: pd.DataFrame, op_graphs: pd.DataFrame, specs: pd.DataFrame, protocol: str,
-                 seeds: Sequence[int], alpha: float = 1e-3) -> pd.DataFrame:
+                 seeds: Sequence[int], alpha: float = 1e-3, clip_z: bool = False) -> pd.DataFrame:
     """Out-of-fold predictions of the new two-label model: one row per (seed, test row) with
     ``pred_compute``, ``pred_loader``, ``pred_step``; ``attrs['fit_s']`` per compute fit."""
     from traintime.emulation.steptime_traces import TERMS, class_table, gpu_table, roofline_features
@@ -137,7 +144,7 @@ def evaluate_new(table: pd.DataFrame, op_graphs: pd.DataFrame, specs: pd.DataFra
     for g in sorted(set(groups)):
         test = groups == g
         t0 = time.perf_counter()
-        comp = OperatorRooflineRegressor(n_terms=len(TERMS), alpha=alpha).fit(X[~test], yc[~test])
+        comp = OperatorRooflineRegressor(n_terms=len(TERMS), alpha=alpha, clip_z=clip_z).fit(X[~test], yc[~test])
         fit_s.append(time.perf_counter() - t0)
         pc = comp.predict(X[test])
         for seed in seeds:

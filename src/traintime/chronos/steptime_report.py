@@ -47,7 +47,8 @@ family fitted on each label (compute/loader labels: first seed only)."""
 
 
 def trace_tables(traces: pd.DataFrame, op_graphs: pd.DataFrame, specs: pd.DataFrame, host_gpu: str,
-                 previous_seeds: Sequence[int], alpha: float) -> tuple[pd.DataFrame, dict[str, Any]]:
+                 previous_seeds: Sequence[int], alpha: float, clip_z: bool = False
+                 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Long table: setting (protocol, mode, slice), method, MAPE mean / sd, rows; plus fit times."""
     from traintime.emulation.steptime_traces import evaluate, summarise
 
@@ -55,7 +56,7 @@ def trace_tables(traces: pd.DataFrame, op_graphs: pd.DataFrame, specs: pd.DataFr
     for protocol, host in (("logo", None), ("logo", host_gpu), ("logen", host_gpu)):
         mode = "host" if host else "nohost"
         pred = evaluate(traces, op_graphs, specs, protocol, host, alpha=alpha,
-                        previous_seeds=previous_seeds if host else ())
+                        previous_seeds=previous_seeds if host else (), clip_z=clip_z)
         fits[f"{protocol} {mode}"] = float(np.mean(pred.attrs["fit_s"]))
         main = pred[(pred["precision"] == "fp32") & (pred["batch_size"] == 16)]
         for name, part in (("fp32_b16", main), ("pooled", pred)):
@@ -70,14 +71,14 @@ def trace_tables(traces: pd.DataFrame, op_graphs: pd.DataFrame, specs: pd.DataFr
 
 
 def chronos_tables(table: pd.DataFrame, op_graphs: pd.DataFrame, specs: pd.DataFrame, protocols: Sequence[str],
-                   seeds: Sequence[int], previous_label_seeds: Sequence[int], alpha: float
-                   ) -> tuple[pd.DataFrame, dict[str, Any]]:
+                   seeds: Sequence[int], previous_label_seeds: Sequence[int], alpha: float,
+                   clip_z: bool = False) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Long table: protocol, method, label, pooled / group MAPE (mean, sd), MAE; plus fit times."""
     from traintime.chronos.steptime_eval import evaluate_new, evaluate_previous, summarise
 
     out, fits = [], {}
     for protocol in protocols:
-        new = evaluate_new(table, op_graphs, specs, protocol, seeds, alpha=alpha)
+        new = evaluate_new(table, op_graphs, specs, protocol, seeds, alpha=alpha, clip_z=clip_z)
         fits[protocol] = float(np.mean(new.attrs["fit_s"]))
         prev = evaluate_previous(table, op_graphs, protocol, seeds, previous_label_seeds)
         out.append(summarise(pd.concat([new, prev], ignore_index=True), protocol))
@@ -144,13 +145,13 @@ def steptime_job(inputs: Mapping[str, str], outputs: Mapping[str, str], cfg: Map
     use = [int(s) for s in list(seeds)[:n]]
     traces = evaluation_slice(load_traces(inputs["traces"]), None, None)
     ttab, tfit = trace_tables(traces, read_csv(inputs["op_traces"]), specs, str(cfg.get("host_gpu", "RTX-5090")),
-                              use, float(cfg.get("alpha", 1e-3)))
+                              use, float(cfg.get("alpha", 1e-3)), bool(cfg.get("clip_z", False)))
     ch = dict(cfg.get("chronos", {}))
     if ch.get("enabled", True):
         ctab, cfit = chronos_tables(load_iteration(inputs["iteration"]), read_csv(inputs["op_chronos"]), specs,
                                     ch.get("protocols", ["logo", "lomo", "lodo"]), use,
                                     [int(s) for s in list(seeds)[:int(ch.get("previous_label_seeds", 1))]],
-                                    float(cfg.get("alpha", 1e-3)))
+                                    float(cfg.get("alpha", 1e-3)), bool(cfg.get("clip_z", False)))
     else:
         ctab, cfit = pd.DataFrame({"note": ["CHRONOS evaluation disabled (config steptime.chronos.enabled)"]}), {}
     out_dir = Path(outputs["traces_csv"]).parent

@@ -125,7 +125,7 @@ def folds(rows: pd.DataFrame, protocol: str, gpus: pd.DataFrame) -> list[tuple[s
 
 def evaluate(traces: pd.DataFrame, op_graphs: pd.DataFrame, specs: pd.DataFrame, protocol: str,
              host_gpu: str | None, alpha: float = 1e-3, previous_seeds: Sequence[int] = (),
-             ) -> pd.DataFrame:
+             clip_z: bool = False) -> pd.DataFrame:
     """Out-of-fold predictions of the new model (``method='op_roofline'``) and, in host mode with
     ``previous_seeds``, of the previous learned baseline (``CrossGPURegressor``, one set per seed),
     on the same folds. Returns the test rows with ``method``, ``seed``, ``pred_ms``, ``fold`` and
@@ -143,7 +143,8 @@ def evaluate(traces: pd.DataFrame, op_graphs: pd.DataFrame, specs: pd.DataFrame,
     out, fit_s = [], []
     for name, test in folds(rows, protocol, gpus):
         t0 = time.perf_counter()
-        est = OperatorRooflineRegressor(n_terms=len(TERMS), alpha=alpha, host_mode=host_gpu is not None)
+        est = OperatorRooflineRegressor(n_terms=len(TERMS), alpha=alpha, host_mode=host_gpu is not None,
+                                        clip_z=clip_z)
         est.fit(X[~test], y[~test])
         fit_s.append(time.perf_counter() - t0)
         part = rows[test].copy()
