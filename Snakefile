@@ -14,6 +14,7 @@ include: "rules/collect.smk"
 include: "rules/convergence_extra.smk"
 include: "rules/emulation.smk"
 include: "rules/emulation_host.smk"
+include: "rules/steptime.smk"
 include: "rules/predict.smk"
 include: "rules/report.smk"
 

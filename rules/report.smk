@@ -39,6 +39,8 @@ rule dag_cost:
         benchmarks=BENCHMARKS,
     log:
         f"{LOGS}/report/dag_cost.log",
+    benchmark:
+        bench(f"{LOGS}/report/dag_cost.log")
     localrule: True
     conda:
         env("analysis")

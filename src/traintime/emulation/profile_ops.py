@@ -106,13 +106,19 @@ def tensor_span_bytes(t: Any) -> int:
 
 
 def _storage_ptr(t: Any) -> int | None:
+    """Identity of a tensor's storage: its data pointer, or on the meta device (where every data
+    pointer is 0) the address of the storage object itself, which views share."""
     try:
-        return int(t.untyped_storage().data_ptr())
+        st = t.untyped_storage()
+        return int(st._cdata) if t.device.type == "meta" else int(st.data_ptr())
     except Exception:  # tensors without storage (none in the paper's workload)
         return None
 
 
 def _ident(t: Any) -> tuple[int, tuple[int, ...], tuple[int, ...], str]:
+    if t.device.type == "meta":
+        return (int(_storage_ptr(t) or 0) + int(t.storage_offset()) * int(t.element_size()),
+                tuple(t.shape), tuple(t.stride()), str(t.dtype))
     return int(t.data_ptr()), tuple(t.shape), tuple(t.stride()), str(t.dtype)
 
 
