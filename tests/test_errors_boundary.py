@@ -136,11 +136,14 @@ def test_missing_data_dir_is_refused_not_silently_ignored(tmp_path, capsys):
 
 
 @pytest.mark.parametrize("content, needle", [
-    (os.urandom(64) + b"\x00" * 64, "not a readable step-time model file, truncated or corrupt"),
-    (None, "is a directory, expected a saved step-time model"),
+    (os.urandom(64) + b"\x00" * 64, "not a readable convergence model file, truncated or corrupt"),
+    (None, "is a directory, expected a saved convergence model"),
 ])
 def test_corrupt_or_folder_model_file_names_the_file(tmp_path, content, needle, capsys):
-    path = tmp_path / "models" / "iteration" / "iteration_model.joblib"
+    # predict loads the saved convergence model for the epochs (step time comes from the roofline)
+    (tmp_path / "models" / "iteration").mkdir(parents=True)
+    (tmp_path / "models" / "iteration" / "iteration_model.joblib").write_bytes(b"x")
+    path = tmp_path / "models" / "convergence" / "chronos_rf.joblib"
     if content is None:
         path.mkdir(parents=True)
     else:
@@ -148,10 +151,11 @@ def test_corrupt_or_folder_model_file_names_the_file(tmp_path, content, needle, 
         path.write_bytes(content)
     (tmp_path / "data").mkdir()
     argv = ["predict", "--model", "mixer", "--dataset", "digits", "--models-dir", str(tmp_path / "models"),
-            "--data-dir", str(tmp_path / "data"), "--probe-dataset", "synthetic", "--device", "cpu"]
+            "--data-dir", str(tmp_path / "data"), "--probe-dataset", "synthetic", "--device", "cpu",
+            "--probe-batch-size", "8", "--model-arg", "embed_dim=16", "--model-arg", "depth=1"]
     assert main(argv) == 4
     err = _err_lines(capsys)
-    assert len(err) == 1 and str(path) in err[0] and needle in err[0]
+    assert len(err) == 1 and str(path) in err[0] and needle in err[0], err
 
 
 def test_builder_refusing_its_arguments_names_them():

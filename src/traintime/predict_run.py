@@ -57,6 +57,7 @@ def add_predict_arguments(p: argparse.ArgumentParser) -> None:
     a("--coverage", type=float, default=0.9, help="nominal coverage of the intervals (default 0.9)")
     a("--model-arg", action="append", default=[], metavar="KEY=VALUE", help="model builder argument (repeatable)")
     a("--sort", default="time", choices=["time", "cost"], help="order of the priced GPUs")
+    a("--top", type=int, default=0, help="GPUs shown (text and JSON), first N in the sort order (0: all)")
     a("--json", action="store_true", help="print a JSON list of per-GPU records (schemas/predict_output.schema.json)")
     a("--plot", default=None, metavar="PNG", help="draw cost against time with interval bars")
     a("--output", default=None, help="also write the full table to this CSV file")
@@ -158,6 +159,7 @@ def run_predict(args: argparse.Namespace, out: Any = None, err: Any = None) -> i
     chk.check_float("--coverage", args.coverage, 0.0, 1.0, lo_open=True, hi_open=True)
     chk.check_float("--learning-rate", args.learning_rate, 0.0, 100.0, lo_open=True)
     chk.check_int("--batch-size", args.batch_size, 1, chk.MAX_BATCH_SIZE)
+    chk.check_int("--top", args.top, 0, 1 << 31)
     if args.workers is not None:
         chk.check_int("--workers", args.workers, 1, 1024)
     if args.probe_batch_size is not None:
@@ -169,6 +171,8 @@ def run_predict(args: argparse.Namespace, out: Any = None, err: Any = None) -> i
     w = make_workload(args.model, args.batch_size, args.precision, args.optimizer, dataset=args.dataset,
                       input_size=args.input_size, num_classes=args.num_classes, num_samples=args.num_samples,
                       family=args.family)
+    if w.num_samples:
+        chk.check_batch_size(args.batch_size, int(w.num_samples), w.dataset or "the dataset")
     gpus, head = select_gpus(args.gpu, args.gpus, args.all_gpus, args.specs)
     data_dir = Path(args.data_dir)
     kwargs = _model_kwargs(args.model_arg)
@@ -214,10 +218,11 @@ def run_predict(args: argparse.Namespace, out: Any = None, err: Any = None) -> i
 
         plot(df, args.plot, title=info[0])
     meta = info + [f"note: {n}" for n in ctx.notes if n] + warnings
+    shown = df if args.top == 0 else df.head(args.top)
     if args.json:
         for line in meta:
             print(line, file=err)
-        print(to_json(df), file=out)
+        print(to_json(shown), file=out)
         return 0
     for line in meta:
         print(line, file=out)
@@ -225,7 +230,7 @@ def run_predict(args: argparse.Namespace, out: Any = None, err: Any = None) -> i
         r = df[df["gpu"] == head].iloc[0]
         print(f"{head}: {r['step_ms']:.2f} ms/step compute", file=out)
     print("", file=out)
-    print(text_table(df, args.coverage, bool(args.workers)), file=out)
+    print(text_table(shown, args.coverage, bool(args.workers)), file=out)
     return 0
 
 
