@@ -65,7 +65,7 @@ def default_specs_path() -> Path:
 
 @lru_cache(maxsize=8)
 def _load(path: str) -> pd.DataFrame:
-    df = GPU_SPECS.validate(read_csv(path), source=path)
+    df = GPU_SPECS.validate(read_csv(path, dtype={"price_date": str}), source=path)  # a year stays "2025"
     seen: dict[str, str] = {}
     for gpu, aliases in zip(df["gpu"], df["aliases"]):
         for name in [gpu, *(str(aliases).split(";") if aliases else [])]:
