@@ -59,7 +59,7 @@ rule convergence_seed_tables:
     benchmark:
         bench(f"{LOGS}/convergence/seed_tables.log")
     conda:
-        env("analysis")
+        env("torch")
     script:
         "../workflow_scripts/convergence_seed_tables.py"
 

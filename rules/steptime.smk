@@ -58,7 +58,7 @@ rule steptime_tables:
     benchmark:
         bench(f"{LOGS}/steptime/tables.log")
     conda:
-        env("analysis")
+        env("torch")
     script:
         "../workflow_scripts/steptime_tables.py"
 

@@ -32,7 +32,7 @@ def test_bad_model_name_is_one_line_exit_2_no_traceback() -> None:
     (["predict", "--model", "resnet50", "--dataset", "cifar100", "--gpu", "A100"], "ambiguous"),
     (["predict", "--model", "resnet50", "--dataset", "cifar100", "--precision", "8"], "precision '8'"),
     (["predict", "--model", "resnet50", "--dataset", "cifar100", "--models-dir", "/nonexistent"],
-     "model file not found"),
+     "--models-dir /nonexistent: no such folder"),
     (["frobnicate"], "invalid choice"),
 ])
 def test_other_user_errors(args: list[str], needle: str, capsys: pytest.CaptureFixture[str]) -> None:

@@ -122,9 +122,6 @@ class TrainingTimePredictor(RankingMixin):
             probe_batch_size = chk.check_int("--probe-batch-size", probe_batch_size, 1, chk.MAX_PROBE_BATCH_SIZE)
         seed = chk.check_int("seed", seed, 0, chk.MAX_SEED)
         model_kwargs = chk.check_model_kwargs(model, dict(model_kwargs or {}))
-        it_path = Path(iteration_model) if iteration_model else Path(models_dir) / "iteration" / "iteration_model.joblib"
-        if not it_path.exists():  # up front, before the data folder and any probe
-            raise TraintimeError(f"{it_path}: model file not found (run the workflow to train it)")
         chk.check_dir("--data-dir", data_dir)
         self.model_name = model
         self.batch_size = int(batch_size)
@@ -157,6 +154,9 @@ class TrainingTimePredictor(RankingMixin):
         self._probe: Any = None
         self._epochs: float | None = None
         self._steps: pd.Series | None = None
+        # The saved convergence model is loaded (and a missing, corrupt or foreign file refused) up
+        # front, before any probe; the step-time model only when a step time is asked for.
+        self._convergence_model()
 
     # ----- names ------------------------------------------------------------------------------
     @property

@@ -174,10 +174,12 @@ def run_predict(args: argparse.Namespace, out: Any = None, err: Any = None) -> i
     if w.num_samples:
         chk.check_batch_size(args.batch_size, int(w.num_samples), w.dataset or "the dataset")
     gpus, head = select_gpus(args.gpu, args.gpus, args.all_gpus, args.specs)
-    data_dir = Path(args.data_dir)
     kwargs = _model_kwargs(args.model_arg)
     if w.model_source != "module:function":
         kwargs = chk.check_model_kwargs(args.model, kwargs)
+    # missing folders would silently change the answer: refused before any model is read
+    chk.check_dir("--models-dir", args.models_dir)
+    data_dir = chk.check_dir("--data-dir", args.data_dir)
     step_model, step_q, step_notes = default_step_model(Path(args.models_dir), data_dir, w.family,
                                                         gpu_database(args.specs), args.coverage, args.calibration)
     ctx = PlanContext(coverage=args.coverage, step_q=step_q)

@@ -95,6 +95,11 @@ def interval_coverage(preds: pd.DataFrame, seed_log_sd: float, coverage: float =
     return pd.DataFrame(rows)
 
 
+#: Columns of :func:`curve_extrapolation_errors` (also of its empty result: no converged run).
+CURVE_ERROR_COLUMNS = ["family", "k", "run_id", "seed", "epochs_measured", "epochs_predicted", "ape_pct",
+                       "stopped_within_k"]
+
+
 def curve_extrapolation_errors(curves: pd.DataFrame, runs: pd.DataFrame, ks: Sequence[int] = (1, 2, 3, 5),
                                families: Sequence[str] = FAMILIES) -> pd.DataFrame:
     """Predicted vs measured stopping epoch from the first k epochs of every run.
@@ -130,12 +135,15 @@ def curve_extrapolation_errors(curves: pd.DataFrame, runs: pd.DataFrame, ks: Seq
                     out.append(dict(family=fam, k=int(k), run_id=rid, seed=int(row.seed), epochs_measured=t,
                                     epochs_predicted=int(p), ape_pct=100 * abs(p - t) / t,
                                     stopped_within_k=bool(t <= k)))
-    return pd.DataFrame(out)
+    return pd.DataFrame(out, columns=CURVE_ERROR_COLUMNS)
 
 
 def curve_summary(errors: pd.DataFrame) -> pd.DataFrame:
     """Per family and k, over runs still training after k epochs: n_runs, MAPE, median APE; and the
     MAPE of predicting the median stopping epoch of the other configurations (the no-curve bar)."""
+    cols = ["family", "k", "n_runs", "n_stopped_within_k", "mape_pct", "median_ape_pct", "no_curve_median_mape_pct"]
+    if errors.empty:  # no run converged within its epoch budget: nothing to score
+        return pd.DataFrame(columns=cols)
     rows = []
     for (fam, k), g in errors.groupby(["family", "k"], sort=True):
         live = g[~g["stopped_within_k"]]
