@@ -19,7 +19,6 @@ All percentages are in percent; latencies in ms.
 from __future__ import annotations
 
 import glob
-import hashlib
 import logging
 import os
 import re
@@ -133,11 +132,9 @@ def measurement_files(dirs: Sequence[str | os.PathLike[str]]) -> list[str]:
 
 def file_digests(files: Sequence[str]) -> dict[str, str]:
     """sha256 of each file's content, by path (provenance of the measurements a table used)."""
-    out = {}
-    for f in files:
-        with open(f, "rb") as fh:
-            out[str(f)] = hashlib.sha256(fh.read()).hexdigest()
-    return out
+    from traintime.data.retrieve import sha256_of
+
+    return {str(f): sha256_of(f) for f in files}
 
 
 def load_host_rows(files: Sequence[str], allow_synthetic: bool = False,
