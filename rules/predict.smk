@@ -31,3 +31,41 @@ rule predict_interval_coverage:
 
 
 ALL_TARGETS.extend(rules.predict_interval_coverage.output)
+
+
+PUB = config.get("predict_public_eval", {})
+
+
+rule predict_public_eval:
+    """`traintime predict --no-probe` (library path) on public consumer-GPU traces it never saw (gpu_profiler):
+    step-time MAPE, median APE, GPU pairs ordered right, current and previous step model; and the grouped
+    choice of the step model on CHRONOS (leave one GPU out)."""
+    input:
+        traces=f"{DATA}/traces.csv",
+        iteration=f"{DATA}/iteration.csv",
+        calibration=f"{RESULTS}/models/steptime/roofline_calibration.json",
+        lib=lib("predict_public_eval"),
+    output:
+        csv=f"{TABLES}/predict_public_eval.csv",
+        md=f"{TABLES}/predict_public_eval.md",
+        selection_csv=f"{TABLES}/predict_step_model_selection.csv",
+        selection_md=f"{TABLES}/predict_step_model_selection.md",
+    params:
+        img_px=PUB.get("img_px", 224),
+        precisions=PUB.get("precisions", ["fp32", "fp16"]),
+        batch_sizes=PUB.get("batch_sizes", [16, 64]),
+        models=PUB.get("models", []),
+        cache_dir=PUB.get("cache_dir", f"{RESULTS}/cache/predict"),
+        gpu_specs=config["gpu_specs"],
+    threads: 1
+    log:
+        f"{LOGS}/predict/public_eval.log",
+    benchmark:
+        bench(f"{LOGS}/predict/public_eval.log")
+    conda:
+        env("torch")
+    script:
+        "../workflow_scripts/predict_public_eval.py"
+
+
+ALL_TARGETS.extend(rules.predict_public_eval.output)

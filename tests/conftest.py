@@ -9,6 +9,13 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 
+# The static-feature cache of `traintime predict` (traintime.predict_cache) goes to a folder of this test
+# session, never the user's ~/.cache/traintime (tests must neither read nor leave entries there).
+if "TRAINTIME_CACHE" not in os.environ:
+    import tempfile
+
+    os.environ["TRAINTIME_CACHE"] = tempfile.mkdtemp(prefix="traintime-test-cache-")
+
 
 def mirror_dir() -> Path | None:
     env = os.environ.get("TRAINTIME_DATA_MIRROR")

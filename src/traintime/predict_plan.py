@@ -34,9 +34,15 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traintime.chronos.conformal import SplitConformal, combine_log_halfwidths
-from traintime.chronos.roofline_calibration import iteration_step_rows as _iteration_step_rows  # noqa: F401
+from traintime.chronos.interval_math import combine_log_halfwidths
 from traintime.predict_static import Workload, step_rows
+
+
+def _iteration_step_rows(table: pd.DataFrame, specs: pd.DataFrame) -> pd.DataFrame:
+    """:func:`traintime.chronos.roofline_calibration.iteration_step_rows` (imported on use: scikit-learn)."""
+    from traintime.chronos.roofline_calibration import iteration_step_rows
+
+    return iteration_step_rows(table, specs)
 
 #: assumed per-sample loader cost at 224 px on one worker (decode + augment), ms -- not measured
 LOADER_SAMPLE_MS_224 = 1.0
@@ -58,6 +64,7 @@ def step_conformal(step_model: Any, rows: pd.DataFrame, family: str, coverage: f
     without each GPU) on step-model ``rows`` with ``measured_ms`` (see module doc)."""
     if rows["gpu"].nunique() < 3 or not hasattr(step_model, "fit"):
         return float("nan"), f"step interval: none (fewer than 3 GPUs of {family} rows, or a model without fit)"
+    from traintime.chronos.conformal import SplitConformal
     from traintime.chronos.roofline_calibration import logo_step_predictions
 
     preds = logo_step_predictions(rows, step_model)
@@ -73,6 +80,7 @@ def epochs_conformal(data_dir: Path, method: str, family: str, coverage: float) 
     q = s = float("nan")
     path = data_dir / "convergence_predictions" / f"{method}.csv"
     if path.exists():
+        from traintime.chronos.conformal import SplitConformal
         from traintime.core.io import read_csv
 
         p = read_csv(path)

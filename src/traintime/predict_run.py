@@ -22,6 +22,14 @@ import pandas as pd
 from traintime.core.errors import ArgumentError, TraintimeError
 
 
+#: step-time models ``--step-model`` names (default first; chosen by leave-one-GPU-out error on CHRONOS compute
+#: time, results/tables/predict_step_model_selection.md)
+STEP_MODELS: dict[str, str] = {
+    "roofline": "roofline with per-family constants calibrated on CHRONOS compute times (default)",
+    "roofline-assumed": "roofline with assumed constants (compute 0.40, memory 0.60, launch 5 us; no calibration)",
+}
+
+
 def add_predict_arguments(p: argparse.ArgumentParser) -> None:
     a = p.add_argument
     a("--model", required=True, help="registry, timm or torchvision model name, or module:function")
@@ -62,6 +70,8 @@ def add_predict_arguments(p: argparse.ArgumentParser) -> None:
     a("--plot", default=None, metavar="PNG", help="draw cost against time with interval bars")
     a("--output", default=None, help="also write the full table to this CSV file")
     a("--specs", default=None, help="project GPU table (default: the packaged one)")
+    a("--step-model", default="roofline", choices=list(STEP_MODELS),
+      help="step-time model: " + "; ".join(f"{k}: {v}" for k, v in STEP_MODELS.items()))
     a("--calibration", default=None,
       help="roofline calibration JSON (default <models-dir>/steptime/roofline_calibration.json)")
 
@@ -108,27 +118,41 @@ def select_gpus(gpu: str | None, gpus: str | None, all_gpus: bool, specs: str | 
 
 
 def default_step_model(models_dir: Path, data_dir: Path, family: str, specs_rows: pd.DataFrame,
-                       coverage: float, calibration: str | None = None) -> tuple[Any, float, list[str]]:
-    """(step model, step log half-width, notes): the roofline with the constants of
+                       coverage: float, calibration: str | None = None,
+                       step_model: str = "roofline") -> tuple[Any, float, list[str]]:
+    """(step model, step log half-width, notes). ``step_model='roofline-assumed'``: the assumed constants, no
+    interval. ``'roofline'`` (default): the roofline with the constants of
     ``<models_dir>/steptime/roofline_calibration.json`` (rule predict_interval_coverage) when present, else
     fitted now on ``<data_dir>/iteration.csv`` (slower), else the assumed constants (no interval)."""
-    from traintime.chronos.roofline_calibration import load_calibration, model_from_calibration
-    from traintime.chronos.roofline_step import RooflineStepTime
-    from traintime.predict_plan import _iteration_step_rows, step_conformal
+    from traintime.chronos.roofline_frozen import FrozenRoofline, frozen_from_calibration
 
+    if step_model not in STEP_MODELS:
+        raise ArgumentError(f"--step-model {step_model!r}: use one of {', '.join(STEP_MODELS)}")
+    if step_model == "roofline-assumed":
+        m = FrozenRoofline(0.40, 0.60, 5.0, fitted=False)
+        return m, float("nan"), [f"step-time model (--step-model roofline-assumed): {m.label}; not calibrated",
+                                 "step interval: none (assumed constants)"]
     cal_path = Path(calibration) if calibration else models_dir / "steptime" / "roofline_calibration.json"
-    cal = load_calibration(cal_path)
+    try:
+        cal = json.loads(cal_path.read_text()) if cal_path.exists() else None
+    except (OSError, ValueError) as exc:
+        from traintime.core.errors import SchemaError
+
+        raise SchemaError(f"step-time calibration {cal_path} cannot be read ({exc})") from None
     if cal is not None:
-        m = model_from_calibration(cal, family)
+        m = frozen_from_calibration(cal, family)
         fam = cal.get("families", {}).get(family)
         if m is not None and fam:
             q = float(fam["step_log_halfwidth"]) if abs(float(cal.get("coverage", 0)) - coverage) < 1e-9 else float("nan")
-            notes = [f"step-time model: {m.label}, calibrated on {fam['rows']} {family} rows "
+            notes = [f"step-time model (--step-model roofline): {m.label}, calibrated on {fam['rows']} {family} rows "
                      f"({cal.get('measured_column')}; {cal_path}); leave-one-GPU-out MAPE {fam['logo_mape_pct']:.1f}%"]
             notes.append("step interval: split conformal on leave-one-GPU-out residuals "
                          f"({len(fam['gpus'])} GPUs)" if q == q else
                          f"step interval: none (calibrated at coverage {cal.get('coverage')}, asked {coverage})")
             return m, q, notes
+    from traintime.chronos.roofline_step import RooflineStepTime
+    from traintime.predict_plan import _iteration_step_rows, step_conformal
+
     m = RooflineStepTime()
     path = data_dir / "iteration.csv"
     if path.exists():
@@ -140,9 +164,9 @@ def default_step_model(models_dir: Path, data_dir: Path, family: str, specs_rows
         if len(rows):
             m.fit(rows, rows["measured_ms"])
             q, note = step_conformal(m, rows, family, coverage)
-            return m, q, [f"step-time model: {m.label} on {len(rows)} {family} rows of {path} "
+            return m, q, [f"step-time model (--step-model roofline): {m.label} on {len(rows)} {family} rows of {path} "
                           f"({rows.attrs.get('measured')}; fitted now, {cal_path} not found)", note]
-    return m, float("nan"), [f"step-time model: {m.label}; NOT calibrated ({cal_path} and {path} not found)",
+    return m, float("nan"), [f"step-time model (--step-model roofline): {m.label}; NOT calibrated ({cal_path} and {path} not found)",
                              "step interval: none (no calibration data)"]
 
 
@@ -181,7 +205,8 @@ def run_predict(args: argparse.Namespace, out: Any = None, err: Any = None) -> i
     chk.check_dir("--models-dir", args.models_dir)
     data_dir = chk.check_dir("--data-dir", args.data_dir)
     step_model, step_q, step_notes = default_step_model(Path(args.models_dir), data_dir, w.family,
-                                                        gpu_database(args.specs), args.coverage, args.calibration)
+                                                        gpu_database(args.specs), args.coverage, args.calibration,
+                                                        getattr(args, "step_model", "roofline"))
     ctx = PlanContext(coverage=args.coverage, step_q=step_q)
     info = [f"workload: {w.model} ({w.family}, {w.model_source}) on {w.dataset}, {w.input_px} px, "
             f"{w.num_classes} classes, {w.num_samples or 'unknown'} samples/epoch, batch {w.batch_size}, "

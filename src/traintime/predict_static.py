@@ -85,35 +85,64 @@ def resolve_family(model: str, family: str | None = None) -> tuple[str, str, str
     return name, family or r.family, r.source
 
 
+def _dataset_fields(model: str, dataset: str, source: str) -> dict[str, Any]:
+    """Display name, classes, input px (the model's own where it fixes one), samples, probe dataset."""
+    from traintime.measure.datasets import dataset_info
+
+    try:
+        info = dataset_info(dataset)
+    except UnknownNameError as exc:
+        raise UnknownNameError(f"{exc}; or give --input-size PX --num-classes K") from None
+    px = info.img_px
+    if source != "module:function":
+        from traintime.measure.models import model_img_px
+
+        px = model_img_px(model, px)
+    return {"display": info.chronos_name, "classes": int(info.num_classes), "px": int(px),
+            "samples": int(info.train_size), "probe": info.name}
+
+
+def _resolved(model: str, dataset: str | None) -> dict[str, Any]:
+    """Name resolution of a registry / timm / torchvision ``model`` (and of ``dataset`` when it needs the
+    measure package), through the on-disk cache (:mod:`traintime.predict_cache`: no torch import on a hit).
+    ``module:function`` models are resolved afresh every time (user code may change)."""
+
+    def build() -> dict[str, Any]:
+        name, fam, source = resolve_family(model)
+        out: dict[str, Any] = {"name": name, "family": fam, "source": source}
+        if dataset is not None:
+            out["dataset"] = _dataset_fields(model, dataset, source)
+        return out
+
+    if ":" in model:
+        return build()
+    from traintime.predict_cache import cached
+
+    return cached("resolve", {"model": model, "dataset": dataset}, build)
+
+
 def make_workload(model: str, batch_size: int, precision: Any = "32", optimizer: str = "sgd",
                   dataset: str | None = None, input_size: int | None = None, num_classes: int | None = None,
                   num_samples: int | None = None, family: str | None = None) -> Workload:
     """Validate and resolve the request (see module doc); bad input raises a one-line error."""
-    from traintime.measure.timing import optimizer_label
+    from traintime.measure.optimizers import optimizer_label
 
     if int(batch_size) < 1:
         raise TraintimeError(f"batch size {batch_size} must be >= 1")
     if input_size is not None and int(input_size) < 8:
         raise TraintimeError(f"input size {input_size} px must be >= 8")
     prec = normalise_precision(precision)
-    name, fam, source = resolve_family(model, family)
+    opt = optimizer_label(optimizer)
     probe_ds: str | None = None
+    key = None if dataset is None else str(dataset).lower().replace("-", "").replace("_", "")
+    r = _resolved(model, None if key is None or key in EXTRA_DATASETS else str(dataset))
+    name, fam, source = r["name"], family or r["family"], r["source"]
     if dataset is not None:
-        key = str(dataset).lower().replace("-", "").replace("_", "")
         if key in EXTRA_DATASETS:
             disp, k, px, n = EXTRA_DATASETS[key]
         else:
-            from traintime.measure.datasets import dataset_info
-
-            try:
-                info = dataset_info(dataset)
-            except UnknownNameError as exc:
-                raise UnknownNameError(f"{exc}; or give --input-size PX --num-classes K") from None
-            disp, k, px, n, probe_ds = info.chronos_name, info.num_classes, info.img_px, info.train_size, info.name
-            if source != "module:function":
-                from traintime.measure.models import model_img_px
-
-                px = model_img_px(model, px)
+            d = r["dataset"]
+            disp, k, px, n, probe_ds = d["display"], d["classes"], d["px"], d["samples"], d["probe"]
         px = int(input_size) if input_size is not None else px
         k = int(num_classes) if num_classes is not None else k
         n = int(num_samples) if num_samples is not None else n
@@ -123,7 +152,7 @@ def make_workload(model: str, batch_size: int, precision: Any = "32", optimizer:
         disp, px, k = "custom", int(input_size), int(num_classes)
         n = int(num_samples) if num_samples is not None else None
     return Workload(model=model, family=fam, input_px=int(px), num_classes=int(k), num_samples=n,
-                    batch_size=int(batch_size), precision=prec, optimizer=optimizer_label(optimizer),
+                    batch_size=int(batch_size), precision=prec, optimizer=opt,
                     dataset=disp, probe_dataset=probe_ds, model_source=source)
 
 
@@ -142,21 +171,42 @@ def build_model(model: str, num_classes: int, input_px: int, **kwargs: Any) -> A
     return create_model(model, num_classes, input_px, **kwargs)
 
 
-@lru_cache(maxsize=32)
-def _structure(model: str, input_px: int, num_classes: int, kwargs_items: tuple[tuple[str, Any], ...]) -> dict:
+#: fields of :func:`traintime.measure.analytic.model_structure` the static features use (cached on disk)
+STRUCTURE_FIELDS: tuple[str, ...] = ("param_count", "flops_fwd_per_sample", "act_scalars", "depth", "bn_layers",
+                                     "act_layers")
+
+
+def _walk_structure(model: str, input_px: int, num_classes: int, kwargs: dict[str, Any]) -> dict[str, Any]:
     import torch
 
     from traintime.measure.analytic import model_structure
 
     with torch.device("meta"):
-        net = build_model(model, num_classes, input_px, **dict(kwargs_items))
-    return model_structure(net, input_px, backward=False)
+        net = build_model(model, num_classes, input_px, **kwargs)
+    s = model_structure(net, input_px, backward=False)
+    return {k: (float(s[k]) if k == "flops_fwd_per_sample" else int(s[k])) for k in STRUCTURE_FIELDS}
+
+
+@lru_cache(maxsize=32)
+def _structure(model: str, input_px: int, num_classes: int, kwargs_items: tuple[tuple[str, Any], ...]) -> dict:
+    """Per-sample structure of the network (:data:`STRUCTURE_FIELDS`), from the on-disk cache of
+    :mod:`traintime.predict_cache` where present (no torch import), else built on the meta device and
+    stored. ``module:function`` models are never cached (user code may change)."""
+    kwargs = dict(kwargs_items)
+    build = lambda: _walk_structure(model, input_px, num_classes, kwargs)  # noqa: E731
+    if ":" in model:
+        return build()
+    from traintime.predict_cache import cached
+
+    parts = {"model": model, "input_px": int(input_px), "num_classes": int(num_classes),
+             "model_kwargs": [[k, v] for k, v in kwargs_items]}
+    return cached("structure", parts, build)
 
 
 def static_features(w: Workload, model_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
     """Analytic features of the workload at its batch, input size and precision (FLOPs scale with batch
     and input size; activation bytes with batch and precision)."""
-    from traintime.measure.analytic import optimizer_state_multiplier
+    from traintime.measure.optimizers import optimizer_state_multiplier
 
     try:
         s = _structure(w.model, w.input_px, w.num_classes, tuple(sorted((model_kwargs or {}).items())))

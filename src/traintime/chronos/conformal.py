@@ -86,10 +86,7 @@ class SplitConformal(BaseEstimator):
         return float(np.mean((yt >= lo) & (yt <= hi)))
 
 
-def combine_log_halfwidths(*halfwidths: float) -> float:
-    """Half-width of a product of independent multiplicative errors (log-scale, in quadrature)."""
-    hs = [h for h in halfwidths if h == h]
-    return float(math.sqrt(sum(h * h for h in hs))) if hs else float("nan")
+from traintime.chronos.interval_math import combine_log_halfwidths  # noqa: E402,F401  (re-exported)
 
 
 def grouped_coverage(y_true: Any, y_pred: Any, groups: Any, coverage: float = 0.9,

@@ -35,12 +35,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 
 from traintime.core.errors import SchemaError
 
-#: columns a step-time model receives (one row per configuration x GPU)
-STEP_ROW_COLUMNS: tuple[str, ...] = (
-    "model", "family", "input_px", "batch_size", "precision", "gpu", "flops_train_per_batch", "param_bytes",
-    "grad_bytes", "optimizer_state_bytes", "act_bytes_per_sample", "layers", "fp32_gflops", "fp16_gflops",
-    "memory_bandwidth_gbps",
-)
+from traintime.chronos.roofline_frozen import STEP_ROW_COLUMNS, roofline_label, roofline_terms  # noqa: E402
 
 
 @runtime_checkable
@@ -71,9 +66,8 @@ class RooflineStepTime(RegressorMixin, BaseEstimator):
 
     @property
     def label(self) -> str:
-        how = "fitted" if getattr(self, "fitted_", False) else "assumed"
-        return (f"roofline compute time ({how} efficiencies: compute {self.compute_efficiency:.2f}, memory "
-                f"{self.memory_efficiency:.2f}, launch {self.launch_us:g} us/kernel)")
+        return roofline_label(self.compute_efficiency, self.memory_efficiency, self.launch_us,
+                              getattr(self, "fitted_", False))
 
     @staticmethod
     def _check(rows: pd.DataFrame) -> None:
@@ -83,21 +77,7 @@ class RooflineStepTime(RegressorMixin, BaseEstimator):
 
     def terms(self, rows: pd.DataFrame) -> pd.DataFrame:
         """Compute-bound, memory-bound and launch terms (ms) at unit efficiency."""
-        from traintime.core.gpudb import peak_gflops
-
-        self._check(rows)
-        b = rows["batch_size"].to_numpy(dtype=float)
-        flops = rows["flops_train_per_batch"].to_numpy(dtype=float)
-        half = rows["precision"].astype(str).ne("32").to_numpy()
-        peak = np.where(half, peak_gflops(rows, "16"), peak_gflops(rows, "32"))
-        state = (2 * rows["param_bytes"] + rows["grad_bytes"] + 2 * rows["optimizer_state_bytes"]).to_numpy(float)
-        act = 2.0 * rows["act_bytes_per_sample"].to_numpy(dtype=float) * b
-        bw = rows["memory_bandwidth_gbps"].to_numpy(dtype=float)
-        return pd.DataFrame({
-            "compute_ms": flops / (peak * 1e9) * 1e3,
-            "memory_ms": (state + act) / (bw * 1e9) * 1e3,
-            "launch_ms": 3.0 * rows["layers"].to_numpy(dtype=float) * self.launch_us / 1e3,
-        }, index=rows.index)
+        return roofline_terms(rows, self.launch_us)
 
     def fit(self, rows: pd.DataFrame, y_ms: Any) -> RooflineStepTime:
         """Calibrate the three constants on measured compute times: minimise the mean squared log error

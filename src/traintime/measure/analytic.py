@@ -59,12 +59,7 @@ from traintime.measure.models import (
 aten = torch.ops.aten
 
 #: optimizer-state multiplier of the released code (states per parameter)
-_OPT_STATES = {"adam": 2, "adamw": 2, "adafactor": 2}
-
-
-def optimizer_state_multiplier(optimizer: str) -> int:
-    """2 for Adam/AdamW/Adafactor (two moments), 1 otherwise (SGD momentum), as in CHRONOS."""
-    return _OPT_STATES.get(str(optimizer).lower(), 1)
+from traintime.measure.optimizers import _OPT_STATES, optimizer_state_multiplier  # noqa: E402,F401
 
 
 def _prod(xs: Any) -> int:

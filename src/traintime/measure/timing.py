@@ -47,8 +47,7 @@ from traintime.measure.analytic import analytic_features, iteration_columns
 
 log = logging.getLogger(__name__)
 
-#: optimizers the benchmark and the convergence runs can build
-OPTIMIZERS: tuple[str, ...] = ("sgd", "adam", "adamw", "rmsprop", "adafactor")
+from traintime.measure.optimizers import OPTIMIZER_SPELLING, OPTIMIZERS, optimizer_label  # noqa: E402,F401
 
 
 def resolve_device(spec: str = "auto") -> torch.device:
@@ -256,23 +255,11 @@ def cpu_name() -> str:
 # One benchmark job -> one row of the canonical ``iteration`` table
 # ----------------------------------------------------------------------------------------------
 
-#: Release spelling of the optimizers (the canonical tables keep the release's names).
-OPTIMIZER_SPELLING = {"sgd": "SGD", "adam": "Adam", "adamw": "AdamW", "rmsprop": "RMSprop",
-                      "adafactor": "Adafactor"}
-
 #: GPU spec columns copied from the spec table into a measurement row (empty on the CPU).
 SPEC_COLUMNS: tuple[str, ...] = ("base_clock_mhz", "boost_clock_mhz", "memory_clock_mhz", "memory_gb",
                                  "memory_type", "memory_bus_bits", "memory_bandwidth_gbps", "bus", "cuda_cores",
                                  "sms", "tensor_cores", "fp16_gflops", "fp32_gflops", "fp64_gflops",
                                  "price_per_hour_usd")
-
-
-def optimizer_label(name: str) -> str:
-    """Release spelling (``SGD``, ``AdamW``...) of an optimizer name; unknown -> UnknownNameError."""
-    try:
-        return OPTIMIZER_SPELLING[str(name).lower()]
-    except KeyError:
-        raise unknown_name("optimizer", str(name), OPTIMIZERS) from None
 
 
 @dataclass(frozen=True)
