@@ -44,6 +44,8 @@ rule predict_public_eval:
         traces=f"{DATA}/traces.csv",
         iteration=f"{DATA}/iteration.csv",
         calibration=f"{RESULTS}/models/steptime/roofline_calibration.json",
+        # the operator model takes part only when the (hour-long) steptime stage is on
+        op_chronos=f"{DATA}/op_graphs_chronos.csv" if config["steptime"]["enabled"] else [],
         lib=lib("predict_public_eval"),
     output:
         csv=f"{TABLES}/predict_public_eval.csv",
@@ -55,6 +57,7 @@ rule predict_public_eval:
         precisions=PUB.get("precisions", ["fp32", "fp16"]),
         batch_sizes=PUB.get("batch_sizes", [16, 64]),
         models=PUB.get("models", []),
+        operator_models=PUB.get("operator_models", []),
         cache_dir=PUB.get("cache_dir", f"{RESULTS}/cache/predict"),
         gpu_specs=config["gpu_specs"],
     threads: 1

@@ -96,3 +96,47 @@ def test_step_model_option_names_the_model(tmp_path: Path) -> None:
     assert "step-time model (--step-model roofline)" in out2.getvalue()
     with pytest.raises(Exception):
         build_parser().parse_args(base + ["--step-model", "nope"])
+
+
+def test_operator_step_model_needs_op_graphs_one_line(tmp_path: Path) -> None:
+    from traintime.core.errors import DataUnavailableError
+    from traintime.core.gpudb import gpu_database
+    from traintime.predict_run import default_step_model
+
+    (tmp_path / "iteration.csv").write_text("gpu\n")
+    with pytest.raises(DataUnavailableError, match="op_graphs_chronos.csv") as exc:
+        default_step_model(tmp_path, tmp_path, "CNN", gpu_database(None), 0.9, None, "operator")
+    assert "\n" not in str(exc.value)
+
+
+def test_operator_step_model_walks_once_and_orders_gpus(monkeypatch, tmp_path: Path) -> None:
+    """Fitted on synthetic times = 2 x the sum of the operator rooflines (so the efficiency is learnable), the
+    step model predicts a requested workload on GPUs from its cached walk."""
+    from traintime.chronos.steptime import OperatorRooflineRegressor
+    from traintime.core.gpudb import gpu_database
+    from traintime.emulation.steptime_traces import TERMS, class_table, gpu_table, roofline_features
+    from traintime.measure.opgraph import extrapolate
+    from traintime.predict_operator import OperatorStepModel, _walks
+    from traintime.predict_static import make_workload, step_rows
+
+    monkeypatch.setenv("TRAINTIME_CACHE", str(tmp_path))
+    specs = gpu_database(None)
+    gpus = ["T4", "A100-PCIe-80GB", "RTX-4090", "L4", "V100-SXM2-16GB"]
+    w = _walks("resnet18", 32, 10, "SGD")
+    og = pd.concat([extrapolate(pd.DataFrame(w["2"]), pd.DataFrame(w["3"]), [16, 64, 256])]).assign(
+        model="request", img_px=32)
+    cls = class_table(og)
+    tr = pd.DataFrame([{"model": "request", "img_px": 32, "batch_size": b, "precision": p, "gpu": g}
+                       for g in gpus for b in (16, 64, 256) for p in ("fp32", "fp16")])
+    X = roofline_features(tr, cls, gpu_table(specs, gpus))
+    y = 2.0 * np.exp(X[:, :len(TERMS)]).sum(axis=1) * 1e3  # ms
+    reg = OperatorRooflineRegressor(n_terms=len(TERMS), alpha=1e-3).fit(X, y)
+    model = OperatorStepModel(reg, specs)
+    wl = make_workload("resnet18", 64, "32", dataset="cifar10")
+    rows = step_rows(wl, specs.drop_duplicates("gpu").set_index("gpu").loc[["T4", "A100-PCIe-80GB"]].reset_index())
+    pred = model.predict(rows)
+    assert np.all(np.isfinite(pred)) and pred[1] < pred[0]  # A100 faster than T4
+    expect = y[(tr["batch_size"] == 64) & (tr["precision"] == "fp32") & tr["gpu"].isin(["T4", "A100-PCIe-80GB"])]
+    np.testing.assert_allclose(pred, expect, rtol=0.15)
+    assert len(list(tmp_path.glob("opwalk-*.json"))) == 1
+    assert "OperatorRooflineRegressor" in model.label

@@ -70,8 +70,10 @@ def step_models(calibration: dict[str, Any] | None) -> dict[str, dict[str, Any]]
     return out
 
 
-def predict_subset(subset: pd.DataFrame, gpus: pd.DataFrame, models: dict[str, dict[str, Any]]) -> pd.DataFrame:
-    """One row per (measured row, method) with ``pred_ms``; ``attrs['skipped']``: models predict cannot build."""
+def predict_subset(subset: pd.DataFrame, gpus: pd.DataFrame, models: dict[str, dict[str, Any]],
+                   only: dict[str, set[str]] | None = None) -> pd.DataFrame:
+    """One row per (measured row, method) with ``pred_ms``; ``attrs['skipped']``: models predict cannot build.
+    ``only``: method -> the traced models it is run on (others: every model)."""
     from traintime.core.errors import TraintimeError
     from traintime.predict_static import make_workload, step_rows
 
@@ -87,7 +89,7 @@ def predict_subset(subset: pd.DataFrame, gpus: pd.DataFrame, models: dict[str, d
             continue
         for method, per_family in models.items():
             m = per_family.get(w.family)
-            if m is None:
+            if m is None or (only and method in only and model not in only[method]):
                 continue
             part = g[["gpu", "model", "img_px", "batch_size", "precision", "latency_ms"]].copy()
             part["family_predict"] = w.family
@@ -112,13 +114,18 @@ def pair_order(pred: pd.DataFrame) -> tuple[int, int]:
     return right, total
 
 
-def summarise(pred: pd.DataFrame) -> pd.DataFrame:
-    """Per method and slice (all rows, then per precision): the metrics of the module doc."""
+def summarise(pred: pd.DataFrame, subset_models: Sequence[str] = ()) -> pd.DataFrame:
+    """Per method and slice (all rows, per precision, batch and family; with ``subset_models``, also the rows
+    of those models, where every method can be compared with the operator model): the metrics of the module doc."""
     rows = []
     for method, m in pred.groupby("method", sort=True):
-        for name, s in [("all", m), *[(f"{p}", x) for p, x in m.groupby("precision", sort=True)],
+        extra = [("operator-model subset", m[m["model"].isin(list(subset_models))])] if subset_models else []
+        for name, s in [*extra, ("all", m), *[(f"{p}", x) for p, x in m.groupby("precision", sort=True)],
                         *[(f"batch {b}", x) for b, x in m.groupby("batch_size", sort=True)],
                         *[(f"{f} (predict family)", x) for f, x in m.groupby("family_predict", sort=True)]]:
+            s = s[np.isfinite(s["pred_ms"])]
+            if s.empty:
+                continue
             ape = 100 * np.abs(s["pred_ms"] - s["latency_ms"]) / s["latency_ms"]
             right, total = pair_order(s)
             ratio = np.exp(np.mean(np.log(s["pred_ms"] / s["latency_ms"])))
@@ -135,14 +142,22 @@ def summarise(pred: pd.DataFrame) -> pd.DataFrame:
 
 def public_eval(traces: pd.DataFrame, calibration: dict[str, Any] | None, specs_path: str | None = None,
                 img_px: int = 224, precisions: Sequence[str] = ("fp32", "fp16"),
-                batch_sizes: Sequence[int] = (16, 64), models: Sequence[str] | None = None) -> tuple[pd.DataFrame, str]:
-    """(summary table, markdown) of ``predict`` on the public trace subset (module doc)."""
+                batch_sizes: Sequence[int] = (16, 64), models: Sequence[str] | None = None,
+                operator: Any = None, operator_models: Sequence[str] = ()) -> tuple[pd.DataFrame, str]:
+    """(summary table, markdown) of ``predict`` on the public trace subset (module doc). ``operator``: a
+    :class:`traintime.predict_operator.OperatorStepModel` run on the traced ``operator_models`` only (its
+    op walks cost seconds per model)."""
     from traintime.core.gpudb import gpu_database
 
     t0 = time.perf_counter()
     subset = trace_subset(traces, img_px, precisions, batch_sizes, models)
-    pred = predict_subset(subset, gpu_database(specs_path), step_models(calibration))
-    table = summarise(pred)
+    methods = step_models(calibration)
+    only = None
+    if operator is not None:
+        methods["operator"] = {f: operator for f in ("CNN", "MLP", "Transformer")}
+        only = {"operator": set(operator_models)}
+    pred = predict_subset(subset, gpu_database(specs_path), methods, only)
+    table = summarise(pred, list(operator_models) if operator is not None else ())
     wall = time.perf_counter() - t0
     md = markdown(table, pred.attrs.get("skipped", []), img_px, precisions, batch_sizes, wall)
     return table, md
@@ -156,7 +171,9 @@ def markdown(table: pd.DataFrame, skipped: list[str], img_px: int, precisions: S
              "`predict --no-probe` (library path) against the measured training-step latency. "
              f"Targets: MAPE <= {TARGET_MAPE:g} %, >= {TARGET_PAIRS:g} % of GPU pairs ordered right "
              "(pairs within each model x batch x precision). `roofline_calibrated` is predict's default "
-             "(constants fitted on CHRONOS compute times), `roofline_assumed` the previous default. "
+             "(constants fitted on CHRONOS compute times), `roofline_assumed` the previous default, `operator` "
+             "(when the CHRONOS op graphs exist) the operator-level roofline fitted on CHRONOS compute times, run on "
+             "the `operator-model subset` of models only (compare the methods on that slice). "
              f"Wall time of this evaluation: {wall_s:.1f} s.", "",
              "| method | slice | rows | models | GPUs | MAPE % | median APE % | pairs right % | pred / measured (geo mean) | targets met (MAPE, pairs) |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
@@ -170,29 +187,52 @@ def markdown(table: pd.DataFrame, skipped: list[str], img_px: int, precisions: S
     return "\n".join(lines) + "\n"
 
 
-def step_model_selection(iteration: pd.DataFrame, specs: pd.DataFrame) -> pd.DataFrame:
+def step_model_selection(iteration: pd.DataFrame, specs: pd.DataFrame,
+                         op_graphs: pd.DataFrame | None = None) -> pd.DataFrame:
     """Grouped choice of predict's default step model on the CHRONOS release (never on the traces):
     compute-time MAPE per family under leave-one-GPU-out, outer folds only. ``roofline_calibrated`` is refitted
     without the held-out GPU (:func:`traintime.chronos.roofline_calibration.logo_step_predictions`);
-    ``roofline_assumed`` has nothing to fit (its error on every row is its out-of-fold error). Both are
-    deterministic (no seed)."""
+    ``roofline_assumed`` has nothing to fit (its error on every row is its out-of-fold error); ``operator``
+    (with ``op_graphs``) is refitted without the held-out GPU
+    (:func:`traintime.predict_operator.operator_logo`). All are deterministic (no seed). With op graphs, the
+    models are compared on the rows that have one (``rows_subset`` = ``with op graph``; DistilBERT, a text
+    model, has none); the roofline is also reported on all rows."""
     from traintime.chronos.roofline_calibration import iteration_step_rows, logo_step_predictions
     from traintime.chronos.roofline_frozen import FrozenRoofline
     from traintime.core.metrics import mape
 
     rows = iteration_step_rows(iteration, specs)
+    op = None
+    if op_graphs is not None:
+        from traintime.predict_operator import operator_logo
+
+        op = operator_logo(iteration, op_graphs, specs).set_index("row_id")["pred_ms"]
     out = []
     for fam in sorted(rows["family"].unique()):
         r = rows[rows["family"] == fam]
         if r["gpu"].nunique() < 3:
             continue
         y = r["measured_ms"].to_numpy(dtype=float)
-        for method, p in (("roofline_calibrated", logo_step_predictions(r)),
-                          ("roofline_assumed", FrozenRoofline(0.40, 0.60, 5.0, fitted=False).predict(r))):
-            out.append({"protocol": "logo (CHRONOS, outer folds)", "family": fam, "method": method, "rows": len(r),
-                        "gpus": r["gpu"].nunique(), "against": rows.attrs.get("measured", ""),
-                        "mape_pct": mape(y, p)})
+        preds = {"roofline_calibrated": logo_step_predictions(r),
+                 "roofline_assumed": FrozenRoofline(0.40, 0.60, 5.0, fitted=False).predict(r)}
+        subsets = [("all rows", np.ones(len(r), dtype=bool))]
+        if op is not None:
+            subsets.append(("with op graph", r["row_id"].isin(op.index).to_numpy()))
+        for name, keep in subsets:
+            methods = dict(preds)
+            if name == "with op graph":
+                methods["operator"] = op.reindex(r["row_id"]).to_numpy(dtype=float)
+            for method, p in methods.items():
+                if not keep.any():
+                    continue
+                out.append({"protocol": "logo (CHRONOS, outer folds)", "family": fam, "rows_subset": name,
+                            "method": method, "rows": int(keep.sum()), "gpus": r.loc[keep, "gpu"].nunique(),
+                            "against": rows.attrs.get("measured", ""), "mape_pct": mape(y[keep], p[keep])})
     table = pd.DataFrame(out)
-    best = table.loc[table.groupby("family")["mape_pct"].idxmin(), ["family", "method"]]
-    table["chosen"] = [m == dict(zip(best["family"], best["method"]))[f] for f, m in zip(table["family"], table["method"])]
+    # the choice is made on the widest comparison: rows with an op graph when the operator model takes part
+    basis = table[table["rows_subset"] == ("with op graph" if op is not None else "all rows")]
+    best = basis.loc[basis.groupby("family")["mape_pct"].idxmin(), ["family", "method"]]
+    chosen = dict(zip(best["family"], best["method"]))
+    table["chosen"] = [(s == basis["rows_subset"].iloc[0]) and chosen.get(f) == m
+                       for f, m, s in zip(table["family"], table["method"], table["rows_subset"])]
     return table

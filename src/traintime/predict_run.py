@@ -27,6 +27,8 @@ from traintime.core.errors import ArgumentError, TraintimeError
 STEP_MODELS: dict[str, str] = {
     "roofline": "roofline with per-family constants calibrated on CHRONOS compute times (default)",
     "roofline-assumed": "roofline with assumed constants (compute 0.40, memory 0.60, launch 5 us; no calibration)",
+    "operator": "operator-level roofline x learned efficiency (OperatorRooflineRegressor) fitted on CHRONOS compute "
+                "times now; walks the model's operator graph (torch; cached)",
 }
 
 
@@ -132,6 +134,12 @@ def default_step_model(models_dir: Path, data_dir: Path, family: str, specs_rows
         m = FrozenRoofline(0.40, 0.60, 5.0, fitted=False)
         return m, float("nan"), [f"step-time model (--step-model roofline-assumed): {m.label}; not calibrated",
                                  "step interval: none (assumed constants)"]
+    if step_model == "operator":
+        from traintime.predict_operator import operator_step_model
+
+        m = operator_step_model(data_dir, specs_rows)
+        return m, float("nan"), [f"step-time model (--step-model operator): {m.label}",
+                                 "step interval: none (no conformal calibration of the operator model yet)"]
     cal_path = Path(calibration) if calibration else models_dir / "steptime" / "roofline_calibration.json"
     try:
         cal = json.loads(cal_path.read_text()) if cal_path.exists() else None
