@@ -186,11 +186,11 @@ rule collect_table_crosscheck:
 
 
 rule collect_table_before_after:
-    """Step-time predictions for the local rows: saved model vs refitted with the other local rows."""
+    """Step-time predictions for the local rows: fitted on released rows only vs refitted with the other
+    local rows (leave one local model out)."""
     input:
         local=f"{DATA}/local_iteration.csv",
         released=f"{DATA}/iteration.csv",
-        model=COL_ITER_MODEL,
         lib=lib("collect_before_after"),
     output:
         csv=report(f"{TABLES}/local_before_after.csv", caption="../report/collect_before_after.rst",
