@@ -5,6 +5,7 @@ import pandas as pd
 from traintime.core.io import write_csv
 from traintime.core.workflow import run_script
 from traintime.measure.collect import parse_job_id
+from traintime.measure.device_request import resolve_collect
 from traintime.measure.timing import run_benchmark
 
 
@@ -12,7 +13,8 @@ def main(snakemake):
     import torch
 
     torch.set_num_threads(snakemake.threads)
-    c = snakemake.params.collect
+    c = resolve_collect(snakemake.params.collect, dict(snakemake.resources.items()),
+                        job=f"{snakemake.rule} {snakemake.wildcards.job}")
     job = parse_job_id(snakemake.wildcards.job, c["benchmark"]["learning_rate"])
     img_px = c["img_px"] if job.dataset.lower() in ("digits", "synthetic") else None
     job = type(job)(job.model, job.dataset, job.optimizer, job.batch_size, job.precision_bits, job.learning_rate,

@@ -5,13 +5,15 @@ import pandas as pd
 from traintime.core.io import write_csv
 from traintime.core.workflow import run_script
 from traintime.measure.collect import convergence_run, run_convergence_job
+from traintime.measure.device_request import resolve_collect
 
 
 def main(snakemake):
     import torch
 
     torch.set_num_threads(snakemake.threads)
-    c = snakemake.params.collect
+    c = resolve_collect(snakemake.params.collect, dict(snakemake.resources.items()),
+                        job=f"{snakemake.rule} {snakemake.wildcards.run}")
     row, curve = run_convergence_job(convergence_run(c, snakemake.wildcards.run), c)
     write_csv(pd.DataFrame([row]), snakemake.output.row)
     write_csv(curve, snakemake.output.curve)

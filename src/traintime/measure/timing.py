@@ -307,16 +307,21 @@ def device_columns(device: torch.device, expected_gpu: str | None = None,
     from traintime.core.specs import canonical_gpu, load_specs
     from traintime.measure.device import check_expected_device, describe_device
 
+    from traintime.measure.device_request import FAKE_GPU_ENV, fake_gpu
+
     specs = load_specs() if specs is None else specs
     out: dict[str, Any] = {c: None for c in SPEC_COLUMNS}
     out["cpu_name"] = cpu_name()
-    if device.type == "cpu":
+    fake = fake_gpu() if device.type == "cpu" else None  # test-only hook: the CPU under a GPU name
+    if device.type == "cpu" and not fake:
         if expected_gpu:
             raise DeviceStateError(f"expected to measure on GPU {expected_gpu!r}, but the configured device is "
                                    "the CPU")
         out.update(gpu="cpu", gpu_reported=out["cpu_name"], device="cpu", driver_version=None)
         return out
-    info = describe_device(device.index or 0)
+    from traintime.measure.device import DeviceInfo
+
+    info = DeviceInfo(name=str(fake), is_cuda=True) if fake else describe_device(device.index or 0)
     if expected_gpu:
         check_expected_device(expected_gpu, specs, info)
     try:
@@ -328,7 +333,8 @@ def device_columns(device: torch.device, expected_gpu: str | None = None,
     except UnknownNameError:
         log.warning("GPU %r is not in the spec table: spec columns left empty", info.name)
         gpu = info.name
-    out.update(gpu=gpu, gpu_reported=info.name, device=str(device), driver_version=info.driver_version)
+    reported = f"{info.name} [fake {FAKE_GPU_ENV}: measured on the CPU]" if fake else info.name
+    out.update(gpu=gpu, gpu_reported=reported, device=str(device), driver_version=info.driver_version)
     return out
 
 

@@ -70,7 +70,9 @@ def local_summary(used: pd.DataFrame, train_on: str, released_rows: int) -> dict
 
 def trained_with_line(what: str, meta: Mapping[str, Any] | None) -> str:
     """``<what>: trained with N local rows from GPU X`` (or released rows only) for the predict header."""
-    td = (meta or {}).get("training_data") if meta else None
+    if meta is None:
+        return f"{what}: no saved model file, so no local rows (released rows or assumed constants)"
+    td = meta.get("training_data")
     if not td:
         return f"{what}: trained on released rows only (no local-row record in the model)"
     n = int(td.get("local_rows", 0))
