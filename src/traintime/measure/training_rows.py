@@ -49,14 +49,15 @@ def combine_rows(released: pd.DataFrame, local: pd.DataFrame | None, train_on: s
     used = pd.DataFrame() if train_on == "released_only" or local is None else _usable_local(local, kind)
     if used.empty:
         return released.reset_index(drop=True), local_summary(used, train_on, len(released))
+    summary = local_summary(used, train_on, len(released))  # before the local-only columns (gpu) go
     cols = list(released.columns) + (["source"] if "source" not in released.columns else [])
     used = used.reindex(columns=cols).copy()
     used["source"] = used["source"].fillna("local")
     if "raw_row" in cols:  # local rows follow the released ones in the training order
         start = int(pd.to_numeric(released["raw_row"], errors="coerce").max() or 0)
         used["raw_row"] = range(start + 1, start + 1 + len(used))
-    table = pd.concat([released, used], ignore_index=True)
-    return table, local_summary(used, train_on, len(released))
+    table = pd.concat([released, used.dropna(axis=1, how="all")], ignore_index=True).reindex(columns=cols)
+    return table, summary
 
 
 def local_summary(used: pd.DataFrame, train_on: str, released_rows: int) -> dict[str, Any]:
