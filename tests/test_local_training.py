@@ -127,12 +127,12 @@ MIXER = ["predict", "--model", "mixer", "--dataset", "digits", "--model-arg", "e
 
 def test_predict_header_and_json_say_what_the_models_learnt(dirs, capsys) -> None:
     models, data = dirs
-    assert main([*MIXER, "--gpus", "T4", "--models-dir", str(models), "--data-dir", str(data)]) == 0
-    out = capsys.readouterr().out
-    assert "epochs (convergence) model: trained with 3 local rows from GPU RTX-4090 (+ 324 released rows)" in out
-    assert "step-time calibration: no saved model file" in out
     assert main([*MIXER, "--gpus", "T4", "--json", "--models-dir", str(models), "--data-dir", str(data)]) == 0
-    recs = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    head = captured.err  # the header lines (stdout without --json: the same lines above the table)
+    assert "epochs (convergence) model: trained with 3 local rows from GPU RTX-4090 (+ 324 released rows)" in head
+    assert "step-time calibration: no saved model file" in head
+    recs = json.loads(captured.out)
     jsonschema.validate(recs, SCHEMA)
     assert recs[0]["trained_local_rows"] == 3 and recs[0]["trained_local_gpus"] == "RTX-4090"
 
