@@ -163,3 +163,73 @@ def test_gpu_specs_file_adds_a_priced_gpu_and_overrides_a_price(tmp_path, capsys
     assert main([*args, "--gpu-specs", str(tmp_path / "missing.csv")]) == 2
     err = capsys.readouterr().err
     assert "--gpu-specs" in err and "missing.csv" in err
+
+
+def test_iteration_model_script_learns_local_rows_including_a_cpu(tmp_path, mirror) -> None:
+    """workflow_scripts/chronos_iteration_model.py: local rows (a spec-table GPU and the CPU, which has
+    no specs) join the released rows of their family; the card records them; predictions move."""
+    import importlib.util
+    from types import SimpleNamespace
+
+    from traintime.chronos.estimators import load_iteration_model
+    from traintime.core.io import write_csv
+    from traintime.data.chronos import config_keys, normalise_iteration, write_iteration
+
+    raw = mirror / "chronos" / "epoch_time_prediction" / "data"
+    released = normalise_iteration({"MLP": raw / "MLP.csv"})
+    released = released.groupby("gpu", group_keys=False).head(40).reset_index(drop=True)  # small and fast
+    write_iteration(released, tmp_path / "iteration.csv")
+    local = released.head(6).copy()
+    local["gpu"] = ["RTX-4090"] * 4 + ["cpu"] * 2
+    local["gpu_reported"] = local["gpu"]
+    local["source"], local["host"] = "local", "me"
+    local["step_time_ms"] = local["step_time_ms"] * 50  # far from any released GPU: the fit must move
+    local["config_key"] = config_keys(local)
+    local["row_id"] = [f"local:me|{k}|{i}" for i, k in enumerate(local["config_key"])]
+    write_csv(local, tmp_path / "local_iteration.csv")
+    spec = importlib.util.spec_from_file_location("m", REPO / "workflow_scripts" / "chronos_iteration_model.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    preds, cards = {}, {}
+    for train_on in ("released_only", "released_and_local"):
+        out = tmp_path / train_on
+        script.main(SimpleNamespace(
+            threads=1, input=_Input(table=str(tmp_path / "iteration.csv"), predictions=[],
+                                    local=str(tmp_path / "local_iteration.csv")),
+            output=SimpleNamespace(model=str(out / "m.joblib"), card=str(out / "m.json")),
+            params=SimpleNamespace(model={"feature_set": "clean", "estimator": "xgboost"}, families=["MLP"], seed=0,
+                                   clean={}, test_only={"n_estimators_scale": 0.05}, gpu_specs=None,
+                                   train_on=train_on)))
+        cards[train_on] = json.loads((out / "m.json").read_text())
+        preds[train_on] = load_iteration_model(out / "m.joblib").predict(local.head(4))
+    td = cards["released_and_local"]["training_data"]
+    assert td["local_rows"] == 6 and td["local_rows_per_gpu"] == {"RTX-4090": 4, "cpu": 2}
+    assert cards["released_and_local"]["families"]["MLP"]["training_rows"] == len(released) + 6
+    assert cards["released_only"]["families"]["MLP"]["training_rows"] == len(released)
+    assert (preds["released_and_local"] > preds["released_only"]).all()
+
+
+def test_before_after_uses_a_released_only_fit_and_the_same_held_out_folds(mirror) -> None:
+    """local_before_after: `before` = released rows only (not the saved model, which now learns the local
+    rows), `after` = + the other local models' rows, both predicting the same held-out model's rows."""
+    from traintime.chronos.evaluation import train_iteration_predictor
+    from traintime.core.specs import load_specs
+    from traintime.data.chronos import config_keys, normalise_iteration
+    from traintime.measure.local import before_after_table
+
+    raw = mirror / "chronos" / "epoch_time_prediction" / "data"
+    released = normalise_iteration({"MLP": raw / "MLP.csv"})
+    released = released.groupby(["gpu", "model"], group_keys=False).head(15).reset_index(drop=True)
+    local = released[released["gpu"] == "T4"].groupby("model", group_keys=False).head(2).copy()
+    local["gpu"] = "RTX-4090"
+    local["step_time_ms"] = local["step_time_ms"] * 20
+    local["config_key"] = config_keys(local)
+    kw = dict(feature_set="clean", estimator="xgboost", seed=0, clean_options={}, n_estimators_scale=0.05)
+    specs = load_specs()
+    table = before_after_table(local, released, None, specs, **kw)
+    ref = train_iteration_predictor(released, families=["MLP"], **{**kw, "clean_options": {"specs": specs}})
+    expect = pd.Series(ref.predict(local.reset_index(drop=True)), index=range(len(local)))
+    key = ["model", "dataset", "batch_size", "optimizer", "precision_bits"]
+    merged = table.merge(local.assign(_ref=expect.to_numpy())[key + ["_ref"]], on=key)
+    np.testing.assert_allclose(merged["before_ms"], merged["_ref"], rtol=1e-6)
+    assert (table["after_ms"] > table["before_ms"]).mean() > 0.5  # the other local models' slower rows move it
