@@ -38,6 +38,7 @@ rule collect_bench:
         f"{COL_DIR}/iteration/{{job}}.csv",
     params:
         collect=COL,
+        gpu_specs=config["gpu_specs"],
     wildcard_constraints:
         job="|".join(COL_BENCH) if COL_BENCH else "none",
     threads: 1
@@ -80,6 +81,7 @@ rule collect_probe:
         f"{COL_DIR}/probe/{{target}}.csv",
     params:
         collect=COL,
+        gpu_specs=config["gpu_specs"],
     wildcard_constraints:
         target="|".join(COL_PROBE) if COL_PROBE else "none",
     threads: 1
@@ -105,6 +107,7 @@ rule collect_converge:
         curve=f"{COL_DIR}/convergence/{{run}}_curve.csv",
     params:
         collect=COL,
+        gpu_specs=config["gpu_specs"],
     wildcard_constraints:
         run="|".join(COL_CONV) if COL_CONV else "none",
     threads: 1

@@ -83,3 +83,21 @@ def test_fake_gpu_hook_reports_the_cpu_under_a_gpu_name_and_labels_the_rows(monk
         device_columns(torch.device("cpu"), "T4")
     # resolved config on the fake: expectation recorded
     assert resolve_collect({"device": "auto", "expected_gpu": None}, {}, {})["expected_gpu"] == "RTX-4090"
+
+
+def test_a_card_of_the_configs_spec_table_resolves(tmp_path) -> None:
+    """collect['gpu_specs'] (the config's gpu_specs, passed by the collect rules): its cards are known."""
+    from traintime.core.specs import load_specs
+
+    specs = load_specs()
+    mine = specs[specs["gpu"] == "A40"].copy()
+    mine["gpu"], mine["aliases"] = "RTX-A6000", "NVIDIA RTX A6000;RTX A6000"
+    path = tmp_path / "specs.csv"
+    pd.concat([specs, mine]).to_csv(path, index=False)
+    card = DeviceInfo(name="NVIDIA RTX A6000", is_cuda=True, index=0)
+    c = {"device": "cuda", "expected_gpu": "RTX-A6000", "gpu_specs": str(path)}
+    assert resolve_collect(c, {}, {}, info=card)["expected_gpu"] == "RTX-A6000"
+    # the packaged table alone does not know it: the names still match, but no canonical name is recorded
+    assert resolve_collect({**c, "gpu_specs": None}, {}, {}, info=card)["expected_gpu"] is None
+    with pytest.raises(DeviceStateError):
+        resolve_collect({**c, "gpu_specs": None}, {}, {}, info=A100)

@@ -12,7 +12,8 @@ def main(snakemake):
     import torch
 
     torch.set_num_threads(snakemake.threads)
-    c = resolve_collect(snakemake.params.collect, dict(snakemake.resources.items()),
+    specs = getattr(snakemake.params, "gpu_specs", None)  # the config's gpu_specs table
+    c = resolve_collect({**snakemake.params.collect, "gpu_specs": specs}, dict(snakemake.resources.items()),
                         job=f"{snakemake.rule} {snakemake.wildcards.run}")
     row, curve = run_convergence_job(convergence_run(c, snakemake.wildcards.run), c)
     write_csv(pd.DataFrame([row]), snakemake.output.row)

@@ -11,7 +11,8 @@ def main(snakemake):
 
     torch.set_num_threads(snakemake.threads)
     model, dataset = snakemake.wildcards.target.split("__")
-    c = resolve_collect(snakemake.params.collect, dict(snakemake.resources.items()),
+    specs = getattr(snakemake.params, "gpu_specs", None)  # the config's gpu_specs table
+    c = resolve_collect({**snakemake.params.collect, "gpu_specs": specs}, dict(snakemake.resources.items()),
                         job=f"{snakemake.rule} {snakemake.wildcards.target}")
     write_csv(run_probe_job(model, dataset, c), snakemake.output[0])
 

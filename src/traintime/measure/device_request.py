@@ -103,7 +103,8 @@ def resolve_collect(collect: Mapping[str, Any], resources: Mapping[str, Any] | N
                     specs: pd.DataFrame | None = None, job: str = "collection job") -> dict[str, Any]:
     """The collect settings to measure with, after checking the device against the request (see module
     doc): ``expected_gpu`` set to the canonical GPU found on a GPU run (kept null when the spec table
-    does not know the card: the rows then record its reported name)."""
+    does not know the card: the rows then record its reported name). Names resolve in ``specs``, else
+    in the table at ``collect['gpu_specs']`` (the config's ``gpu_specs``), else the packaged one."""
     from traintime.core.specs import canonical_gpu, load_specs
     from traintime.measure.device import describe_device
 
@@ -119,7 +120,7 @@ def resolve_collect(collect: Mapping[str, Any], resources: Mapping[str, Any] | N
             raise DeviceStateError(f"{job}: asked for a GPU ({req.reason}) but no CUDA device is present; "
                                    "refusing to measure the CPU instead")
         return out
-    specs = load_specs() if specs is None else specs
+    specs = load_specs(collect.get("gpu_specs")) if specs is None else specs
     try:
         found = canonical_gpu(info.name, specs)
     except UnknownNameError:

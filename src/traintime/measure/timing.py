@@ -350,7 +350,7 @@ def _loader(dataset: Any, batch_size: int, num_workers: int, device: torch.devic
 def run_benchmark(job: BenchmarkJob, device: torch.device | str = "auto", data_root: str | None = None,
                   num_workers: int = 2, warmup: int = 5, measured: int = 20, seed: int = 42,
                   weight_decay: float = 1e-4, expected_gpu: str | None = None, download: bool = False,
-                  synthetic_size: int | None = None) -> dict[str, Any]:
+                  synthetic_size: int | None = None, gpu_specs: str | None = None) -> dict[str, Any]:
     """Time one job and return one row of the canonical ``iteration`` table (source ``local``).
 
     Never raises for an out-of-memory error or a non-finite loss: those give ``status`` ``oom`` /
@@ -388,7 +388,9 @@ def run_benchmark(job: BenchmarkJob, device: torch.device | str = "auto", data_r
         "synthetic": bool(info.synthetic),
     }
     row.update(iteration_columns(feats, job.batch_size))
-    row.update(device_columns(dev, expected_gpu))
+    from traintime.core.specs import load_specs
+
+    row.update(device_columns(dev, expected_gpu, load_specs(gpu_specs)))  # gpu_specs: the config's table
     row.update({"host": platform.node(), **software_versions(), "num_workers": int(num_workers),
                 "warmup_iterations": int(warmup), "measured_iterations": int(measured), "seed": int(seed)})
     timing = dict.fromkeys(("step_time_ms", "p90_step_time_ms", "p50_step_time_ms", "std_step_time_ms",
