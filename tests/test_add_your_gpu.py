@@ -103,10 +103,9 @@ def test_add_your_gpu_walkthrough(tmp_path, mirror, monkeypatch, capsys) -> None
                           csv=str(tmp_path / train_on / "cov.csv"), md=str(tmp_path / train_on / "cov.md")),
             params=SimpleNamespace(coverage=0.9, method="chronos_rf", gpu_specs=None, train_on=train_on)))
         dirs[train_on] = models
-    after_cal = json.loads((dirs["released_and_local"] / "steptime" / "roofline_calibration.json").read_text())
-    assert after_cal["training_data"]["local_rows_per_gpu"] == {GPU: 2}
-    assert after_cal["families"]["MLP"]["rows"] == \
-        json.loads((dirs["released_only"] / "steptime" / "roofline_calibration.json").read_text())["families"]["MLP"]["rows"] + 2
+    cal = {k: json.loads((d / "steptime" / "roofline_calibration.json").read_text()) for k, d in dirs.items()}
+    assert cal["released_and_local"]["training_data"]["local_rows_per_gpu"] == {GPU: 2}
+    assert cal["released_and_local"]["families"]["MLP"]["rows"] == cal["released_only"]["families"]["MLP"]["rows"] + 2
 
     # 4. predict on that GPU: the answer changes and says what it learnt
     before, before_err = _predict(dirs["released_only"], data, capsys)

@@ -85,7 +85,8 @@ def test_convergence_model_script_trains_on_released_plus_local(tmp_path, mirror
     local["source"], local["status"], local["gpu"] = "local", ["converged", "max_epochs", "diverged"], "RTX-4090"
     local["raw_row"] = [1, 2, 3]
     write_csv(local, tmp_path / "local_convergence.csv")  # as merge_local_convergence writes it (extra columns kept)
-    spec = importlib.util.spec_from_file_location("convergence_model", REPO / "workflow_scripts" / "convergence_model.py")
+    spec = importlib.util.spec_from_file_location("convergence_model",
+                                                  REPO / "workflow_scripts" / "convergence_model.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
     cards = {}
@@ -143,7 +144,8 @@ def test_gpu_specs_file_adds_a_priced_gpu_and_overrides_a_price(tmp_path, capsys
     specs = load_specs()
     mine = specs[specs["gpu"] == "T4"].copy()
     mine["gpu"], mine["aliases"] = "MyLab-Card-X", "my lab card"
-    mine[["price_per_hour_usd", "price_provider", "price_date", "price_source"]] = [0.77, "my lab", "2026-01", "internal quote"]
+    price_cols = ["price_per_hour_usd", "price_provider", "price_date", "price_source"]
+    mine[price_cols] = [0.77, "my lab", "2026-01", "internal quote"]
     t4 = specs[specs["gpu"] == "T4"].copy()
     t4["price_per_hour_usd"], t4["price_date"], t4["price_source"] = 9.5, "2026-02", "test override"
     path = tmp_path / "my_gpus.csv"
