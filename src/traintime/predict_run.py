@@ -4,7 +4,10 @@ Answer by default: **compute** step time on every GPU of the project table (plus
 ``--all-gpus``: every card of the spec database), epochs from the one-batch probe and the saved
 convergence model (``--no-probe``: step and epoch time only; ``--epochs N``: your own count), hours, cost,
 conformal intervals, the cost-time Pareto front. What was used (step-time model, convergence model, probe)
-is printed above the table (on stderr with ``--json``), with every ``WARNING`` label.
+is printed above the table (on stderr with ``--json``), with every ``WARNING`` label, including how many
+local (collected, merged) rows the step calibration and the convergence model were trained with and from
+which GPUs (``trained_local_rows`` / ``trained_local_gpus`` in every JSON record). ``--gpu-specs FILE``
+adds GPU rows (or replaces rows of the same name, e.g. with your price) to the project table.
 """
 
 from __future__ import annotations
