@@ -84,9 +84,11 @@ rule convergence_tables:
 
 
 rule convergence_model:
-    """The chosen estimator fitted on all 324 runs, saved with a JSON card."""
+    """The chosen estimator fitted on the 324 released runs plus the merged local runs (collect.train_on),
+    saved with a JSON card recording the local runs."""
     input:
-        f"{DATA}/convergence.csv",
+        table=f"{DATA}/convergence.csv",
+        **({"local": f"{DATA}/local_convergence.csv"} if TRAIN_LOCAL else {}),
         lib=lib("convergence_model"),
     output:
         model=CONV_MODEL,
@@ -94,6 +96,7 @@ rule convergence_model:
     params:
         method=CONV["final_method"],
         seed=config["seeds"][0],
+        train_on=config["collect"].get("train_on", "released_and_local"),
     log:
         f"{LOGS}/convergence/model.log",
     benchmark:

@@ -9,6 +9,8 @@ CI_FAMILIES = CI["families"]
 CI_PROTOCOLS = CI["protocols"]
 CI_PRED = f"{DATA}/iteration_predictions"
 CI_MODEL = f"{MODELS}/iteration/iteration_model"
+# collect.train_on (released_and_local | released_only): the saved models also learn the merged local rows
+TRAIN_LOCAL = config["collect"].get("train_on", "released_and_local") == "released_and_local"
 
 
 rule chronos_iteration_normalise:
@@ -142,10 +144,12 @@ rule chronos_iteration_figures:
 
 
 rule chronos_iteration_model:
-    """The configured feature set + estimator trained on every row of each family, with a JSON card."""
+    """The configured feature set + estimator trained on every row of each family (released + merged local
+    rows; collect.train_on), with a JSON card recording the local rows."""
     input:
         table=f"{DATA}/iteration.csv",
         predictions=expand(f"{CI_PRED}/{{protocol}}.csv", protocol=CI_PROTOCOLS),
+        **({"local": f"{DATA}/local_iteration.csv"} if TRAIN_LOCAL else {}),
         lib=lib("chronos_iteration_model"),
     output:
         model=f"{CI_MODEL}.joblib",
@@ -157,6 +161,7 @@ rule chronos_iteration_model:
         clean=CI["clean"],
         test_only=CI["test_only"],
         gpu_specs=config["gpu_specs"],
+        train_on=config["collect"].get("train_on", "released_and_local"),
     threads: 1
     log:
         f"{LOGS}/chronos_iteration/model.log",

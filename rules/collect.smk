@@ -38,6 +38,7 @@ rule collect_bench:
         f"{COL_DIR}/iteration/{{job}}.csv",
     params:
         collect=COL,
+        gpu_specs=config["gpu_specs"],
     wildcard_constraints:
         job="|".join(COL_BENCH) if COL_BENCH else "none",
     threads: 1
@@ -80,6 +81,7 @@ rule collect_probe:
         f"{COL_DIR}/probe/{{target}}.csv",
     params:
         collect=COL,
+        gpu_specs=config["gpu_specs"],
     wildcard_constraints:
         target="|".join(COL_PROBE) if COL_PROBE else "none",
     threads: 1
@@ -105,6 +107,7 @@ rule collect_converge:
         curve=f"{COL_DIR}/convergence/{{run}}_curve.csv",
     params:
         collect=COL,
+        gpu_specs=config["gpu_specs"],
     wildcard_constraints:
         run="|".join(COL_CONV) if COL_CONV else "none",
     threads: 1
@@ -186,11 +189,11 @@ rule collect_table_crosscheck:
 
 
 rule collect_table_before_after:
-    """Step-time predictions for the local rows: saved model vs refitted with the other local rows."""
+    """Step-time predictions for the local rows: fitted on released rows only vs refitted with the other
+    local rows (leave one local model out)."""
     input:
         local=f"{DATA}/local_iteration.csv",
         released=f"{DATA}/iteration.csv",
-        model=COL_ITER_MODEL,
         lib=lib("collect_before_after"),
     output:
         csv=report(f"{TABLES}/local_before_after.csv", caption="../report/collect_before_after.rst",

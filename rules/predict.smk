@@ -4,11 +4,13 @@ PRED_INT = config.get("predict_intervals", {})
 
 
 rule predict_interval_coverage:
-    """Roofline fitted per family on the release's compute times (saved for `traintime predict`) and the
+    """Roofline fitted per family on the release's compute times plus the merged local rows of GPUs in the
+    spec table (collect.train_on; saved for `traintime predict`) and the
     measured coverage of the split-conformal intervals (step: leave-one-GPU-out; epochs: leave-one-model-out)
     beside the nominal one."""
     input:
         iteration=f"{DATA}/iteration.csv",
+        **({"local": f"{DATA}/local_iteration.csv"} if TRAIN_LOCAL else {}),
         convergence_predictions=f"{DATA}/convergence_predictions/{config['chronos_convergence']['final_method']}.csv",
         lib=lib("predict_interval_coverage"),
     output:
@@ -19,6 +21,7 @@ rule predict_interval_coverage:
         coverage=PRED_INT.get("coverage", 0.9),
         method=config["chronos_convergence"]["final_method"],
         gpu_specs=config["gpu_specs"],
+        train_on=config["collect"].get("train_on", "released_and_local"),
     threads: 1
     log:
         f"{LOGS}/predict/interval_coverage.log",

@@ -194,3 +194,29 @@ def test_rules_use_the_torch_env_exactly_when_their_code_imports_torch(workflow)
         needs = imports_torch or rule.name.startswith("emulation_host_")
         env = Path(str(rule.conda_env)).name
         assert env == ("torch.yaml" if needs else "analysis.yaml"), f"{rule.name}: {env}"
+
+
+def test_new_local_rows_rerun_exactly_the_models_that_learn_them(built_copy, tmp_path):
+    """collect.train_on released_and_local (default): the saved step-time and convergence models and the
+    predict calibration read the merged local tables, so re-merged rows rerun exactly what depends on
+    them; released_only cuts those edges."""
+    edges = _rulegraph(built_copy)
+    for edge in (("collect_merge_iteration", "chronos_iteration_model"),
+                 ("collect_merge_iteration", "predict_interval_coverage"),
+                 ("collect_merge_convergence", "convergence_model")):
+        assert edge in edges, edge
+    # merging new rows = the two merge jobs run again (-R: as when their inputs change); what Snakemake then
+    # plans is exactly what depends on the merged tables (a missing or touched intermediate alone reruns
+    # nothing in Snakemake 9 while the downstream outputs are newer)
+    merges = {"collect_merge_iteration", "collect_merge_convergence"}
+    jobs = _jobs(built_copy, "-R", *sorted(merges))
+    assert jobs == _downstream(edges, merges)
+    assert {"chronos_iteration_model", "convergence_model", "predict_interval_coverage", "end_to_end_example",
+            "collect_table_before_after"} <= jobs
+    assert not any(r.startswith(("retrieve", "chronos_iteration_evaluate", "convergence_evaluate", "emulation",
+                                 "collect_bench", "collect_converge")) for r in jobs)
+    only = tmp_path / "released_only.yaml"
+    only.write_text("collect: {train_on: released_only}\n")
+    cut = _rulegraph(built_copy, "--configfile", str(only))
+    assert ("collect_merge_iteration", "chronos_iteration_model") not in cut
+    assert ("collect_merge_convergence", "convergence_model") not in cut

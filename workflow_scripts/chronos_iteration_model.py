@@ -1,4 +1,5 @@
-"""Train and save the step-time model on every row of each family (rule chronos_iteration_model)."""
+"""Train and save the step-time model on every row of each family (rule chronos_iteration_model):
+the released rows plus the merged local rows unless collect.train_on is released_only."""
 
 from traintime.chronos.evaluation import train_iteration_predictor
 from traintime.chronos.iteration_tables import load_predictions
@@ -6,15 +7,24 @@ from traintime.core.io import write_json
 from traintime.core.specs import load_specs
 from traintime.core.workflow import run_script
 from traintime.data.chronos import load_iteration
+from traintime.measure.training_rows import combine_rows, extend_specs
 
 
 def main(snakemake):
     p = snakemake.params
+    local = None
+    if "local" in snakemake.input.keys():
+        from traintime.measure.local import load_local_iteration
+
+        local = load_local_iteration(snakemake.input.local)
+    table, summary = combine_rows(load_iteration(snakemake.input.table), local, p.train_on, kind="iteration")
+    specs = extend_specs(load_specs(p.gpu_specs), summary["local_gpus"])
     predictor = train_iteration_predictor(
-        load_iteration(snakemake.input.table), families=p.families, feature_set=p.model["feature_set"],
-        estimator=p.model["estimator"], seed=p.seed, clean_options={**p.clean, "specs": load_specs(p.gpu_specs)},
+        table, families=p.families, feature_set=p.model["feature_set"],
+        estimator=p.model["estimator"], seed=p.seed, clean_options={**p.clean, "specs": specs},
         n_jobs=snakemake.threads, n_estimators_scale=p.test_only["n_estimators_scale"],
         predictions=load_predictions(list(snakemake.input.predictions)))
+    predictor.metadata["training_data"] = summary
     predictor.save(snakemake.output.model)
     write_json(predictor.metadata, snakemake.output.card)
 

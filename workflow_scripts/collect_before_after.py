@@ -1,6 +1,5 @@
 """Predictions for the local rows before / after adding them to the training data (rule collect_table_before_after)."""
 
-from traintime.chronos.estimators import load_iteration_model
 from traintime.core.io import write_table
 from traintime.core.specs import load_specs
 from traintime.core.workflow import run_script
@@ -9,9 +8,10 @@ from traintime.measure.local import before_after_table, load_local_iteration
 
 NOTE = """
 The local device is outside the released GPU set (this default run measures a CPU, which has no GPU
-specifications: those features are missing for it). `before`: the saved step-time model (released
-rows only). `after`: the same feature set and estimator refitted on the released rows plus the local
-rows of the other models (leave one local model out), predicting the held-out model's rows.
+specifications: those features are missing for it). `before`: the configured feature set and estimator
+fitted on the released rows only (the saved step-time model itself now also learns the local rows,
+collect.train_on). `after`: the same feature set and estimator refitted on the released rows plus the
+local rows of the other models (leave one local model out), predicting the held-out model's rows.
 `local_rate`: the median measured ms per training FLOP of the other local models times the held-out
 row's FLOPs per step (a local-only baseline). APE = |predicted - measured| / measured x 100.
 """
@@ -24,7 +24,7 @@ def main(snakemake):
     p = snakemake.params
     local = load_local_iteration(snakemake.input.local)
     table = before_after_table(local, load_iteration(snakemake.input.released),
-                               load_iteration_model(snakemake.input.model), load_specs(p.gpu_specs),
+                               None, load_specs(p.gpu_specs),
                                feature_set=p.model["feature_set"], estimator=p.model["estimator"], seed=p.seed,
                                clean_options=p.clean, n_estimators_scale=p.test_only["n_estimators_scale"])
     write_table(table, snakemake.output.csv, snakemake.output.md,

@@ -1,14 +1,19 @@
-"""Fit the chosen convergence estimator on every run and save it (rule convergence_model)."""
+"""Fit the chosen convergence estimator on every run and save it (rule convergence_model): the released
+runs plus the merged local runs unless collect.train_on is released_only."""
 
 from traintime.chronos.convergence import ConvergencePredictor
 from traintime.core.io import write_json
 from traintime.core.workflow import run_script
 from traintime.data.chronos_convergence import load_convergence
+from traintime.measure.training_rows import combine_rows
 
 
 def main(snakemake):
-    rows = load_convergence(snakemake.input[0])
+    local = load_convergence(snakemake.input.local) if "local" in snakemake.input.keys() else None
+    rows, summary = combine_rows(load_convergence(snakemake.input.table), local, snakemake.params.train_on,
+                                 kind="convergence")
     model = ConvergencePredictor.fit_all(rows, snakemake.params.method, seed=snakemake.params.seed)
+    model.metadata["training_data"] = summary
     model.save(snakemake.output.model)
     write_json(model.metadata, snakemake.output.card)
 

@@ -1,6 +1,6 @@
 """Calibrate the roofline step model and measure interval coverage (rule predict_interval_coverage)."""
 
-from traintime.chronos.roofline_calibration import calibrate
+from traintime.chronos.roofline_calibration import calibrate_with_local
 from traintime.core.gpudb import gpu_database
 from traintime.core.io import read_csv, write_json, write_table
 from traintime.core.workflow import run_script
@@ -19,8 +19,10 @@ grouped by model. `finite-sample (guarantee)` uses the conformal correction (wit
 def main(snakemake):
     p = snakemake.params
     specs = gpu_database(p.gpu_specs)
-    cal, table = calibrate(read_csv(snakemake.input.iteration, low_memory=False), specs, p.coverage,
-                           read_csv(snakemake.input.convergence_predictions), p.method)
+    local = read_csv(snakemake.input.local, low_memory=False) if "local" in snakemake.input.keys() else None
+    cal, table = calibrate_with_local(read_csv(snakemake.input.iteration, low_memory=False), local, specs,
+                                      p.train_on, p.coverage, read_csv(snakemake.input.convergence_predictions),
+                                      p.method)
     write_json(cal, snakemake.output.calibration)
     write_table(table, snakemake.output.csv, snakemake.output.md,
                 title="Interval coverage of traintime predict (measured vs nominal)", note=NOTE, floatfmt=".3g")

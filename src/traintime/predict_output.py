@@ -17,7 +17,7 @@ import pandas as pd
 JSON_KEYS: tuple[str, ...] = (
     "gpu", "step_ms", "step_ms_low", "step_ms_high", "loader_ms", "epoch_s", "epochs", "epochs_low", "epochs_high",
     "hours", "hours_low", "hours_high", "cost_usd", "cost_usd_low", "cost_usd_high", "price_per_hour_usd",
-    "price_date", "price_source", "pareto", "source",
+    "price_date", "price_source", "pareto", "source", "trained_local_rows", "trained_local_gpus",
 )
 
 

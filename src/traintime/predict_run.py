@@ -4,7 +4,10 @@ Answer by default: **compute** step time on every GPU of the project table (plus
 ``--all-gpus``: every card of the spec database), epochs from the one-batch probe and the saved
 convergence model (``--no-probe``: step and epoch time only; ``--epochs N``: your own count), hours, cost,
 conformal intervals, the cost-time Pareto front. What was used (step-time model, convergence model, probe)
-is printed above the table (on stderr with ``--json``), with every ``WARNING`` label.
+is printed above the table (on stderr with ``--json``), with every ``WARNING`` label, including how many
+local (collected, merged) rows the step calibration and the convergence model were trained with and from
+which GPUs (``trained_local_rows`` / ``trained_local_gpus`` in every JSON record). ``--gpu-specs FILE``
+adds GPU rows (or replaces rows of the same name, e.g. with your price) to the project table.
 """
 
 from __future__ import annotations
@@ -77,6 +80,9 @@ def add_predict_arguments(p: argparse.ArgumentParser) -> None:
     a("--specs", default=None, help="project GPU table (default: the packaged one)")
     a("--step-model", default="roofline", choices=list(STEP_MODELS),
       help="step-time model: " + "; ".join(f"{k}: {v}" for k, v in STEP_MODELS.items()))
+    a("--gpu-specs", default=None, metavar="CSV",
+      help="your GPU rows (schema: `traintime schemas`, table gpu_specs): added to the project table, a row "
+           "with a known name replaces it (e.g. your price with price_date / price_source)")
     a("--calibration", default=None,
       help="roofline calibration JSON (default <models-dir>/steptime/roofline_calibration.json)")
 
@@ -208,6 +214,12 @@ def run_predict(args: argparse.Namespace, out: Any = None, err: Any = None) -> i
                       family=args.family)
     if w.num_samples:
         chk.check_batch_size(args.batch_size, int(w.num_samples), w.dataset or "the dataset")
+    if getattr(args, "gpu_specs", None):
+        from traintime.core.specs import merged_specs_file
+
+        if not Path(args.gpu_specs).is_file():
+            raise ArgumentError(f"--gpu-specs {args.gpu_specs}: no such file")
+        args.specs = merged_specs_file(args.specs, args.gpu_specs)
     gpus, head = select_gpus(args.gpu, args.gpus, args.all_gpus, args.specs)
     kwargs = _model_kwargs(args.model_arg)
     if w.model_source != "module:function":
@@ -218,6 +230,9 @@ def run_predict(args: argparse.Namespace, out: Any = None, err: Any = None) -> i
     step_model, step_q, step_notes = default_step_model(Path(args.models_dir), data_dir, w.family,
                                                         gpu_database(args.specs), args.coverage, args.calibration,
                                                         getattr(args, "step_model", "roofline"))
+    trained = _TrainedWith()
+    trained.add("step-time calibration", _calibration_meta(Path(args.models_dir), args.calibration))
+    step_notes.append(trained.lines[-1])
     ctx = PlanContext(coverage=args.coverage, step_q=step_q)
     info = [f"workload: {w.model} ({w.family}, {w.model_source}) on {w.dataset}, {w.input_px} px, "
             f"{w.num_classes} classes, {w.num_samples or 'unknown'} samples/epoch, batch {w.batch_size}, "
@@ -235,8 +250,10 @@ def run_predict(args: argparse.Namespace, out: Any = None, err: Any = None) -> i
     elif args.no_probe:
         info.append("epochs: not predicted (--no-probe); hours and cost need --epochs N")
     else:
-        epochs, families, probe_note = _probe_epochs(args, w, kwargs)
+        epochs, families, probe_note, conv_meta = _probe_epochs(args, w, kwargs)
         info.append(probe_note)
+        trained.add("epochs (convergence) model", conv_meta)
+        info.append(trained.lines[-1])
         q, s, note = epochs_conformal(data_dir, args.convergence_method, w.family, args.coverage)
         ctx.epochs_q, ctx.seed_q = q, s
         ctx.notes.append(note)
@@ -247,6 +264,8 @@ def run_predict(args: argparse.Namespace, out: Any = None, err: Any = None) -> i
 
         df["loader_ms"] = loader_wait_ms(w, df["step_ms"].to_numpy(), args.workers, args.loader_sample_ms)
     df = sort_plan(df, args.sort)
+    df["trained_local_rows"] = trained.rows
+    df["trained_local_gpus"] = ";".join(trained.gpus) if trained.gpus else None
     if args.output:
         from traintime.core.io import write_csv
 
@@ -309,4 +328,30 @@ def _probe_epochs(args: argparse.Namespace, w: Any, kwargs: dict[str, Any]) -> t
         note += f"; WARNING probe: batch {pr['probe_batch_size']} differs from the run's {w.batch_size} (--probe-batch-size)"
     if p.notes:
         note += "; " + "; ".join(p.notes)
-    return epochs, fams, note
+    return epochs, fams, note, dict(getattr(p._convergence_model(), "metadata", {}) or {})
+
+
+class _TrainedWith:
+    """Local rows the models behind an answer were trained with (``training_data`` of their metadata,
+    :mod:`traintime.measure.training_rows`): header lines and the JSON fields."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.rows: int | None = None
+        self.gpus: list[str] = []
+
+    def add(self, what: str, meta: dict[str, Any] | None) -> None:
+        from traintime.measure.training_rows import trained_with_line
+
+        self.lines.append(trained_with_line(what, meta))
+        td = (meta or {}).get("training_data")
+        if td:
+            self.rows = (self.rows or 0) + int(td.get("local_rows", 0))
+            self.gpus = sorted(set(self.gpus) | set(map(str, td.get("local_gpus") or [])))
+
+
+def _calibration_meta(models_dir: Path, calibration: str | None) -> dict[str, Any] | None:
+    """The roofline calibration JSON (None when absent)."""
+    from traintime.chronos.roofline_calibration import load_calibration
+
+    return load_calibration(Path(calibration) if calibration else models_dir / "steptime" / "roofline_calibration.json")

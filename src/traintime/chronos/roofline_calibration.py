@@ -140,3 +140,20 @@ def model_from_calibration(cal: dict[str, Any], family: str) -> RooflineStepTime
                          launch_us=fam["launch_us"])
     m.fitted_ = True
     return m
+
+
+def calibrate_with_local(iteration: pd.DataFrame, local: pd.DataFrame | None, specs: pd.DataFrame,
+                         train_on: str = "released_and_local", coverage: float = 0.9,
+                         convergence_predictions: pd.DataFrame | None = None,
+                         method: str = "") -> tuple[dict[str, Any], pd.DataFrame]:
+    """:func:`calibrate` on the released rows plus the merged local rows of GPUs in ``specs`` (a CPU row
+    has no roofline: left out), per ``train_on`` (:mod:`traintime.measure.training_rows`); the JSON
+    records them under ``training_data``."""
+    from traintime.measure.training_rows import combine_rows
+
+    if local is not None and len(local) and "gpu" in local.columns:
+        local = local[local["gpu"].astype(str).isin(set(specs["gpu"].astype(str)))]
+    table, summary = combine_rows(iteration, local, train_on, kind="iteration")
+    cal, cov = calibrate(table, specs, coverage, convergence_predictions, method)
+    cal["training_data"] = summary
+    return cal, cov

@@ -11,6 +11,7 @@ canonical name and the ``;``-separated aliases (``Tesla T4``, ``NVIDIA_GeForce_R
 
 from __future__ import annotations
 
+import os
 import re
 from functools import lru_cache
 from importlib import resources
@@ -104,3 +105,37 @@ def gpu_row(name: str, specs: pd.DataFrame | None = None) -> pd.Series:
     specs = load_specs() if specs is None else specs
     gpu = canonical_gpu(name, specs)
     return specs.loc[specs["gpu"] == gpu].iloc[0]
+
+
+def merge_specs(base: pd.DataFrame, extra_path: str | Path) -> pd.DataFrame:
+    """``base`` with the rows of the CSV at ``extra_path`` (same schema, :data:`GPU_SPECS`) added; a row
+    whose ``gpu`` is already in ``base`` replaces it (e.g. your own price, with its date and source).
+    Columns the file lacks are empty; the result is validated (SchemaError names file, column and row)."""
+    extra = GPU_SPECS.validate(read_csv(extra_path, dtype={"price_date": str}).reindex(
+        columns=[c.name for c in GPU_SPECS.columns]), source=str(extra_path))
+    out = pd.concat([base[~base["gpu"].isin(set(extra["gpu"]))], extra], ignore_index=True)
+    out = GPU_SPECS.validate(out, source=f"{extra_path} over the GPU spec table")
+    seen: dict[str, str] = {}
+    for gpu, aliases in zip(out["gpu"], out["aliases"]):
+        for name in [gpu, *(str(aliases).split(";") if isinstance(aliases, str) and aliases else [])]:
+            if _norm(name) in seen and seen[_norm(name)] != gpu:
+                raise SchemaError(f"{extra_path}: name {name!r} of {gpu} already names {seen[_norm(name)]}")
+            seen[_norm(name)] = gpu
+    return out
+
+
+def merged_specs_file(base_path: str | Path | None, extra_path: str | Path) -> str:
+    """Path of a CSV holding :func:`merge_specs` of the table at ``base_path`` (None: the packaged
+    one) and ``extra_path``, written to a temporary folder (content-addressed, reused)."""
+    import hashlib
+    import tempfile
+
+    merged = merge_specs(load_specs(base_path), extra_path)
+    text = merged.to_csv(index=False, lineterminator="\n")
+    digest = hashlib.sha256(text.encode()).hexdigest()[:16]
+    path = Path(tempfile.gettempdir()) / f"traintime_gpu_specs_{digest}.csv"
+    if not path.exists():
+        tmp = path.with_suffix(f".{os.getpid()}.tmp")
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    return str(path)

@@ -122,7 +122,9 @@ def run_probe_job(model: str, dataset: str, collect: Mapping[str, Any], device: 
     p = collect["probe"]
     torch.manual_seed(collect["seed"])
     net = create_model(model, info.num_classes, px).to(dev)
-    devcols = device_columns(dev, collect.get("expected_gpu"))
+    from traintime.core.specs import load_specs
+
+    devcols = device_columns(dev, collect.get("expected_gpu"), load_specs(collect.get("gpu_specs")))
     rows = []
     for bs in p["batch_sizes"]:
         for rep in range(int(p["repeats"])):
@@ -191,7 +193,9 @@ def run_convergence_job(run: Mapping[str, Any], collect: Mapping[str, Any],
     t = res.epochs_to_converge
     log.info("%s: %s after %d epochs (best %d) in %.1f s", convergence_run_id(run), res.status, t, res.best_epoch,
              res.wall_time_s)
-    devcols = device_columns(dev, collect.get("expected_gpu"))
+    from traintime.core.specs import load_specs
+
+    devcols = device_columns(dev, collect.get("expected_gpu"), load_specs(collect.get("gpu_specs")))
     arch = model_arch(run["model"], px)
     row: dict[str, Any] = {
         "family": resolved.family,

@@ -128,6 +128,10 @@ def describe_device(index: int = 0, nvml: ModuleType | None | bool = True,
                           sm_clock_mhz=nv_vals.get("sm_clock_mhz"),
                           max_sm_clock_mhz=nv_vals.get("max_sm_clock_mhz"))
     if not torch.cuda.is_available():
+        from traintime.measure.device_request import fake_gpu
+
+        if fake_gpu():  # test-only hook (traintime.measure.device_request): the CPU under a GPU name
+            return DeviceInfo(name=str(fake_gpu()), is_cuda=True, index=index, torch_version=torch.__version__)
         return DeviceInfo(name=CPU, is_cuda=False, torch_version=torch.__version__)
     props = torch.cuda.get_device_properties(index)
     return DeviceInfo(

@@ -210,13 +210,15 @@ def cpu_spec_row(specs: pd.DataFrame, name: str = "cpu") -> pd.DataFrame:
     return out
 
 
-def before_after_table(local: pd.DataFrame, released: pd.DataFrame, saved_model: Any, specs: pd.DataFrame,
+def before_after_table(local: pd.DataFrame, released: pd.DataFrame, saved_model: Any | None, specs: pd.DataFrame,
                        feature_set: str, estimator: str, seed: int, clean_options: Mapping[str, Any],
                        n_estimators_scale: float = 1.0, group: str = "model") -> pd.DataFrame:
     """Predictions for the local rows before and after adding local rows to the training data.
 
-    * ``before``: the saved model (released rows only) predicting the local rows; the CPU has no GPU
-      specs, so those features are missing for it.
+    * ``before``: the same feature set + estimator fitted on the released rows only (``saved_model``
+      None, the workflow's choice: the saved model itself now learns the local rows,
+      :mod:`traintime.measure.training_rows`), or ``saved_model`` when given, predicting the local rows;
+      the CPU has no GPU specs, so those features are missing for it.
     * ``after``: the same feature set + estimator refitted on released rows + the local rows of the
       *other* ``group`` values (leave one local model out), predicting the held-out group.
     * ``local_rate``: a local-only baseline, the median ms per training FLOP of the other groups'
@@ -231,12 +233,17 @@ def before_after_table(local: pd.DataFrame, released: pd.DataFrame, saved_model:
     spec_cpu = specs
     for g in sorted(set(ok["gpu"].astype(str)) - set(specs["gpu"])):
         spec_cpu = cpu_spec_row(spec_cpu, g)
+    base = released[released["family"].isin(families) & (released["status"] == "ok")]
+    if saved_model is None:  # released rows only, the same estimator and settings as every `after` fold
+        saved_model = train_iteration_predictor(base, families=families, feature_set=feature_set,
+                                                estimator=estimator, seed=seed,
+                                                clean_options={**clean_options, "specs": spec_cpu},
+                                                n_estimators_scale=n_estimators_scale)
     before = np.asarray(saved_model.predict(ok, specs=spec_cpu), dtype=float)
     after = np.full(len(ok), np.nan)
     rate = np.full(len(ok), np.nan)
     flops = pd.to_numeric(ok["flops_train_per_sample"]) * pd.to_numeric(ok["batch_size"])
     ms_per_flop = pd.to_numeric(ok["step_time_ms"]) / flops
-    base = released[released["family"].isin(families) & (released["status"] == "ok")]
     for val in sorted(set(ok[group].astype(str))):
         held = (ok[group].astype(str) == val).to_numpy()
         train = pd.concat([base, ok.loc[~held]], ignore_index=True)

@@ -294,16 +294,21 @@ def device_columns(device: torch.device, expected_gpu: str | None = None,
     from traintime.core.specs import canonical_gpu, load_specs
     from traintime.measure.device import check_expected_device, describe_device
 
+    from traintime.measure.device_request import FAKE_GPU_ENV, fake_gpu
+
     specs = load_specs() if specs is None else specs
     out: dict[str, Any] = {c: None for c in SPEC_COLUMNS}
     out["cpu_name"] = cpu_name()
-    if device.type == "cpu":
+    fake = fake_gpu() if device.type == "cpu" else None  # test-only hook: the CPU under a GPU name
+    if device.type == "cpu" and not fake:
         if expected_gpu:
             raise DeviceStateError(f"expected to measure on GPU {expected_gpu!r}, but the configured device is "
                                    "the CPU")
         out.update(gpu="cpu", gpu_reported=out["cpu_name"], device="cpu", driver_version=None)
         return out
-    info = describe_device(device.index or 0)
+    from traintime.measure.device import DeviceInfo
+
+    info = DeviceInfo(name=str(fake), is_cuda=True) if fake else describe_device(device.index or 0)
     if expected_gpu:
         check_expected_device(expected_gpu, specs, info)
     try:
@@ -315,7 +320,8 @@ def device_columns(device: torch.device, expected_gpu: str | None = None,
     except UnknownNameError:
         log.warning("GPU %r is not in the spec table: spec columns left empty", info.name)
         gpu = info.name
-    out.update(gpu=gpu, gpu_reported=info.name, device=str(device), driver_version=info.driver_version)
+    reported = f"{info.name} [fake {FAKE_GPU_ENV}: measured on the CPU]" if fake else info.name
+    out.update(gpu=gpu, gpu_reported=reported, device=str(device), driver_version=info.driver_version)
     return out
 
 
@@ -331,7 +337,7 @@ def _loader(dataset: Any, batch_size: int, num_workers: int, device: torch.devic
 def run_benchmark(job: BenchmarkJob, device: torch.device | str = "auto", data_root: str | None = None,
                   num_workers: int = 2, warmup: int = 5, measured: int = 20, seed: int = 42,
                   weight_decay: float = 1e-4, expected_gpu: str | None = None, download: bool = False,
-                  synthetic_size: int | None = None) -> dict[str, Any]:
+                  synthetic_size: int | None = None, gpu_specs: str | None = None) -> dict[str, Any]:
     """Time one job and return one row of the canonical ``iteration`` table (source ``local``).
 
     Never raises for an out-of-memory error or a non-finite loss: those give ``status`` ``oom`` /
@@ -369,7 +375,9 @@ def run_benchmark(job: BenchmarkJob, device: torch.device | str = "auto", data_r
         "synthetic": bool(info.synthetic),
     }
     row.update(iteration_columns(feats, job.batch_size))
-    row.update(device_columns(dev, expected_gpu))
+    from traintime.core.specs import load_specs
+
+    row.update(device_columns(dev, expected_gpu, load_specs(gpu_specs)))  # gpu_specs: the config's table
     row.update({"host": platform.node(), **software_versions(), "num_workers": int(num_workers),
                 "warmup_iterations": int(warmup), "measured_iterations": int(measured), "seed": int(seed)})
     timing = dict.fromkeys(("step_time_ms", "p90_step_time_ms", "p50_step_time_ms", "std_step_time_ms",
