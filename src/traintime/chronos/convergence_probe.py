@@ -189,7 +189,10 @@ def ablation_table(preds: pd.DataFrame, choices: pd.DataFrame, baseline: str = "
                          gain_vs_none_pts=gm, gain_sd_pts=gsd, gain_ci95_lo=glo, gain_ci95_hi=ghi,
                          nested_chose_a_probe_pct=(100 * float((c["probe_set"] != "none").mean())
                                                    if method == NESTED and len(c) else float("nan"))))
-    return pd.DataFrame(rows)
+    order = {m: i for i, m in enumerate((*PROBE_SETS, NESTED))}
+    out = pd.DataFrame(rows)
+    out = out.assign(_p=out["protocol"].map({p: i for i, p in enumerate(INNER_GROUP)}), _v=out["variant"].map(order))
+    return out.sort_values(["_p", "_v"], kind="mergesort").drop(columns=["_p", "_v"]).reset_index(drop=True)
 
 
 # --------------------------------------------------------------------------------------------
