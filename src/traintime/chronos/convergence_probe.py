@@ -299,11 +299,13 @@ def ntk_gap(rows: pd.DataFrame, seeds: Sequence[int] = (42, 0, 1), paper: pd.Dat
             if g.empty:
                 continue
             m, sd, _, _ = seed_interval(g)
-            out.append(dict(variant=v, model=model, model_label=MODEL_LABELS.get(model, model), mape_mean_pct=m,
+            out.append(dict(variant=v, model=model, model_label=MODEL_LABELS.get(model, model),
+                            n_seeds=int(g.size), mape_mean_pct=m,
                             mape_sd_pct=sd, paper_ntk_mape_pct=ref.get(model, float("nan"))))
         avg = d[d["model"].isin(PAPER_MODELS)].groupby("seed")["ape_pct"].mean()
         m, sd, _, _ = seed_interval(avg)
-        out.append(dict(variant=v, model="average", model_label="Average (nine models)", mape_mean_pct=m,
+        out.append(dict(variant=v, model="average", model_label="Average (nine models)", n_seeds=int(avg.size),
+                        mape_mean_pct=m,
                         mape_sd_pct=sd, paper_ntk_mape_pct=ref.get("average", float("nan"))))
     res = pd.DataFrame(out)
     res.insert(1, "description", res["variant"].map(lambda v: NTK_VARIANTS[v][0]))
