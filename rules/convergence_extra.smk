@@ -138,7 +138,7 @@ rule convergence_curves:
     benchmark:
         bench(f"{LOGS}/convergence/curves.log")
     conda:
-        env("analysis")
+        env("torch")
     script:
         "../workflow_scripts/convergence_curves.py"
 

@@ -1,6 +1,6 @@
 """Stopping epoch from the first k epochs on unseen configurations (rule convergence_curves)."""
 
-from traintime.chronos.convergence_extra_tables import write_curve_tables
+from traintime.chronos.convergence_curve_tables import write_curve_tables
 from traintime.core.workflow import run_script
 
 
