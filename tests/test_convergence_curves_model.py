@@ -110,3 +110,19 @@ def test_curves_table_rows_and_single_configuration():
     assert grouped_curve_errors(runs[:3]).empty  # one configuration: no grouped fold
     with pytest.raises(Exception):
         make_curve_method("spline", 3)
+
+
+def test_runs_from_tables_keeps_capped_runs_and_names_a_missing_curve():
+    import pandas as pd
+
+    from traintime.chronos.curves_model import runs_from_tables
+
+    curves = pd.DataFrame({"run_id": ["a"] * 3 + ["b"] * 3, "seed": [0] * 6, "epoch": [1, 2, 3] * 2,
+                           "val_loss": [1.0, 0.8, 0.7, 1.0, 0.9, 0.85]})
+    runs = pd.DataFrame({"run_id": ["a", "b", "c"], "seed": [0, 0, 0], "epochs_to_converge": [3, 3, 2],
+                         "status": ["converged", "max_epochs", "failed"], "patience": 2, "min_delta": 0.0,
+                         "max_epochs": 3})
+    got = runs_from_tables(curves, runs)
+    assert [r.run_id for r in got] == ["a", "b"]
+    with pytest.raises(SchemaError, match="no curve for run c"):
+        runs_from_tables(curves, runs, statuses=("failed",))

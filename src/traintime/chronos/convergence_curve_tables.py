@@ -30,5 +30,6 @@ def write_curve_tables(runs_csv: str, curves_csv: str, out: Mapping[str, str], k
         "k epochs (first loss, relative drops, both parametric extrapolations, patience, epoch cap) trained on the "
         "other configurations' runs; `selected`: one of exp / power / cross_run chosen by leave-one-configuration-out "
         "inner CV on the training configurations only (`chosen`: how often each); `no_curve_median`: the median T_conv "
-        "of the training runs. MAPE over converged runs still training after k epochs, per training seed, then mean / "
-        "sd / 95 % t-interval over seeds. Target: <= 10 % from k = 3.\n\n" + body, out["md"])
+        "of the training runs. MAPE over runs still training after k epochs, per training seed, then mean / "
+        "sd / 95 % t-interval over seeds. Runs stopped by the epoch cap count (the cap is part of the stopping rule). "
+        "Target: <= 10 % from k = 3.\n\n" + body, out["md"])

@@ -211,14 +211,16 @@ class SelectedCurveMethod:
         return self.model_.predict(runs)
 
 
-def runs_from_tables(curves: pd.DataFrame, runs: pd.DataFrame, converged_only: bool = True) -> list[CurveRun]:
+def runs_from_tables(curves: pd.DataFrame, runs: pd.DataFrame,
+                     statuses: Sequence[str] = ("converged", "max_epochs")) -> list[CurveRun]:
     """:class:`CurveRun` objects from the seed-study tables (curves: run_id, seed, epoch, val_loss; runs:
-    run_id, seed, epochs_to_converge, status, patience, min_delta, max_epochs)."""
+    run_id, seed, epochs_to_converge, status, patience, min_delta, max_epochs). Runs whose ``status`` is in
+    ``statuses`` are kept: the early-stopping rule includes the epoch cap, so a run stopped by ``max_epochs``
+    has a known stopping epoch too (failed runs are dropped)."""
     for c in ("run_id", "seed", "epochs_to_converge", "status", "patience", "min_delta", "max_epochs"):
         if c not in runs.columns:
             raise SchemaError(f"curve runs: the runs table lacks column {c}")
-    if converged_only:
-        runs = runs[runs["status"] == "converged"]
+    runs = runs[runs["status"].isin(list(statuses))]
     full = {(str(r), int(s)): g.sort_values("epoch")["val_loss"].to_numpy(float)
             for (r, s), g in curves.groupby(["run_id", "seed"])}
     out = []
@@ -245,7 +247,12 @@ def grouped_curve_errors(runs: Sequence[CurveRun], ks: Sequence[int] = (1, 2, 3,
         for held in configs:
             tr = [r for r in runs if r.run_id != held]
             te = [r for r in runs if r.run_id == held]
-            preds = {m: (factory or make_curve_method)(m, k).fit(tr).predict(te) for m in methods}
+            preds = {}
+            for m in methods:
+                try:
+                    preds[m] = (factory or make_curve_method)(m, k).fit(tr).predict(te)
+                except SchemaError:  # too few training runs for this method: not scored on this fold
+                    preds[m] = np.full(len(te), np.nan)
             sel = SelectedCurveMethod(k, factory=factory).fit(tr)
             preds[SELECTED] = sel.predict(te)
             for m, p in preds.items():
@@ -267,7 +274,7 @@ def curves_table(errors: pd.DataFrame, target_pct: float = 10.0) -> pd.DataFrame
     if errors.empty:
         return pd.DataFrame(columns=cols)
     rows = []
-    live = errors[~errors["stopped_within_k"]]
+    live = errors[~errors["stopped_within_k"] & errors["epochs_predicted"].notna()]
     for (k, m), g in live.groupby(["k", "method"], sort=False):
         per_seed = g.groupby("seed")["ape_pct"].mean()
         mean, sd, lo, hi = seed_interval(per_seed)
