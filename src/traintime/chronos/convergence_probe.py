@@ -185,7 +185,7 @@ def ablation_table(preds: pd.DataFrame, choices: pd.DataFrame, baseline: str = "
         c = choices[(choices["protocol"] == protocol) & choices["chosen"]]
         rows.append(dict(protocol=protocol, variant=method, n_seeds=int(g["seed"].nunique()),
                          probe_columns=" ".join(PROBE_SETS.get(method, ("(chosen per outer fold)",))) or "-",
-                         mape_mean_pct=m, mape_sd_pct=sd, mape_ci95_lo=lo, mape_ci95_hi=hi,
+                         mape_mean_pct=m, mape_sd_pct=sd, mape_ci95_lo=max(lo, 0.0), mape_ci95_hi=hi,
                          gain_vs_none_pts=gm, gain_sd_pts=gsd, gain_ci95_lo=glo, gain_ci95_hi=ghi,
                          nested_chose_a_probe_pct=(100 * float((c["probe_set"] != "none").mean())
                                                    if method == NESTED and len(c) else float("nan"))))

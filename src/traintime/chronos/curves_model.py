@@ -266,7 +266,8 @@ def grouped_curve_errors(runs: Sequence[CurveRun], ks: Sequence[int] = (1, 2, 3,
 
 def curves_table(errors: pd.DataFrame, target_pct: float = 10.0) -> pd.DataFrame:
     """Per k and method: runs still training after k epochs, MAPE mean / sd / 95 % interval over training
-    seeds (MAPE per seed first), the target and whether the mean meets it; for ``selected`` the choices."""
+    seeds (MAPE per seed first; the interval's lower end clipped at 0, a MAPE cannot be negative), the target and
+    whether the mean meets it; for ``selected`` the choices."""
     from traintime.chronos.convergence_probe import seed_interval
 
     cols = ["k", "method", "n_configurations", "n_runs", "n_seeds", "mape_mean_pct", "mape_sd_pct", "mape_ci95_lo",
@@ -280,7 +281,7 @@ def curves_table(errors: pd.DataFrame, target_pct: float = 10.0) -> pd.DataFrame
         mean, sd, lo, hi = seed_interval(per_seed)
         chosen = g["chosen"][g["chosen"] != ""]
         rows.append(dict(k=int(k), method=m, n_configurations=int(g["run_id"].nunique()), n_runs=len(g),
-                         n_seeds=int(per_seed.size), mape_mean_pct=mean, mape_sd_pct=sd, mape_ci95_lo=lo,
+                         n_seeds=int(per_seed.size), mape_mean_pct=mean, mape_sd_pct=sd, mape_ci95_lo=max(lo, 0.0),
                          mape_ci95_hi=hi, target_pct=target_pct, meets_target=bool(mean <= target_pct),
                          chosen=" ".join(f"{c}:{n}" for c, n in chosen.value_counts().sort_index().items())))
     return pd.DataFrame(rows, columns=cols)
