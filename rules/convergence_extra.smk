@@ -72,3 +72,81 @@ ALL_TARGETS.extend(
         f"{TABLES}/convergence_vs_pooling.csv",
     ]
 )
+
+
+# Issue 14.2 / 14.3: probe ablation under nested CV, the NTK-guided gap, grouped curve extrapolation.
+CX_PROBE = CONV.get("probe_ablation", {})
+
+
+rule convergence_probe_ablation:
+    """Does any probe feature help? XGBoost with / without each probe set and a nested choice, over seeds."""
+    input:
+        f"{DATA}/convergence.csv",
+        lib=lib("convergence_probe_ablation"),
+    output:
+        csv=f"{TABLES}/convergence_probe_ablation.csv",
+        md=f"{TABLES}/convergence_probe_ablation.md",
+        choices=f"{TABLES}/convergence_probe_ablation_choices.csv",
+    params:
+        protocols=CX_PROBE.get("protocols", ["cv", "lomo"]),
+        seeds=config["seeds"],
+        inner_max_folds=CX_PROBE.get("inner_max_folds", 3),
+    log:
+        f"{LOGS}/convergence/probe_ablation.log",
+    benchmark:
+        bench(f"{LOGS}/convergence/probe_ablation.log")
+    conda:
+        env("analysis")
+    script:
+        "../workflow_scripts/convergence_probe_ablation.py"
+
+
+rule convergence_ntk_gap:
+    """The NTK-guided baseline's formula and variants per model beside the paper's 27 %."""
+    input:
+        f"{DATA}/convergence.csv",
+        lib=lib("convergence_ntk_gap"),
+    output:
+        csv=f"{TABLES}/convergence_ntk_gap.csv",
+        md=f"{TABLES}/convergence_ntk_gap.md",
+    params:
+        seeds=config["seeds"],
+    log:
+        f"{LOGS}/convergence/ntk_gap.log",
+    benchmark:
+        bench(f"{LOGS}/convergence/ntk_gap.log")
+    conda:
+        env("analysis")
+    script:
+        "../workflow_scripts/convergence_ntk_gap.py"
+
+
+rule convergence_curves:
+    """Stopping-epoch MAPE from the first k epochs on held-out configurations (parametric, cross-run, selected)."""
+    input:
+        runs=f"{DATA}/local_convergence_seed_runs.csv",
+        curves=f"{DATA}/local_convergence_seed_curves.csv",
+        lib=lib("convergence_curves"),
+    output:
+        csv=f"{TABLES}/convergence_curves.csv",
+        md=f"{TABLES}/convergence_curves.md",
+        errors=f"{TABLES}/convergence_curves_runs.csv",
+    params:
+        ks=[1, 2, 3, 5],
+    log:
+        f"{LOGS}/convergence/curves.log",
+    benchmark:
+        bench(f"{LOGS}/convergence/curves.log")
+    conda:
+        env("torch")
+    script:
+        "../workflow_scripts/convergence_curves.py"
+
+
+ALL_TARGETS.extend(
+    [
+        f"{TABLES}/convergence_probe_ablation.csv",
+        f"{TABLES}/convergence_ntk_gap.csv",
+        f"{TABLES}/convergence_curves.csv",
+    ]
+)

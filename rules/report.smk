@@ -55,7 +55,8 @@ rule readme_blocks:
     """The README's generated blocks (numbers of this run); `make readme` copies them into README.md."""
     input:
         tables=[f"{TABLES}/{t}.csv" for t in
-                ("claims_counts", "iteration_grouped_summary", "convergence_summary", "emulation_table1", "dag_cost")],
+                ("claims_counts", "iteration_grouped_summary", "convergence_summary", "emulation_table1", "dag_cost",
+                  "convergence_probe_ablation", "convergence_ntk_gap", "convergence_curves")],
         lib=lib("readme_blocks"),
     output:
         f"{RESULTS}/readme_blocks.md",

@@ -67,10 +67,22 @@ def per_model_table(preds: pd.DataFrame, reference: pd.DataFrame | None = None,
     return out
 
 
+def _t_interval(values: Sequence[float], level: float = 0.95) -> tuple[float, float]:
+    """Student-t ``level`` interval of the mean over seeds (NaN with fewer than two seeds)."""
+    from scipy.stats import t as student_t
+
+    v = np.asarray(values, dtype=float)
+    v = v[~np.isnan(v)]
+    if v.size < 2:
+        return float("nan"), float("nan")
+    h = float(student_t.ppf((1 + level) / 2, v.size - 1)) * float(v.std(ddof=1)) / math.sqrt(v.size)
+    return float(v.mean() - h), float(v.mean() + h)
+
+
 def summary_table(preds: pd.DataFrame, reference: pd.DataFrame | None = None,
                   methods: Sequence[str] | None = None, protocols: Sequence[str] | None = None) -> pd.DataFrame:
-    """Per protocol and method: mean and sd over seeds of the nine-model average MAPE (the paper's
-    "Average"), pooled MAPE and median APE over all runs, plus the published average and the
+    """Per protocol and method: mean, sd and 95 % t-interval (``avg_model_mape_ci95_lo_pct`` / ``_hi_pct``)
+    over seeds of the nine-model average MAPE (the paper's "Average"), pooled MAPE and median APE over all runs, plus the published average and the
     shared notes' re-run value where ``reference`` has them (model ``average``)."""
     s = summary_seed_metrics(preds)
     rows = []
@@ -78,6 +90,7 @@ def summary_table(preds: pd.DataFrame, reference: pd.DataFrame | None = None,
         row = dict(protocol=protocol, method=method, n_seeds=int(g["seed"].nunique()), n_runs=int(g["n_runs"].iloc[0]))
         for col in ("avg_model_mape_pct", "pooled_mape_pct", "median_ape_pct"):
             row[f"{col[:-4]}_mean_pct"], row[f"{col[:-4]}_sd_pct"] = mean_sd(g[col])
+        row["avg_model_mape_ci95_lo_pct"], row["avg_model_mape_ci95_hi_pct"] = _t_interval(g["avg_model_mape_pct"])
         rows.append(row)
     out = pd.DataFrame(rows)
     avg = pd.Series("average", index=out.index)
@@ -203,6 +216,8 @@ def summary_markdown(summary: pd.DataFrame) -> str:
         rows.append({
             "protocol": r.protocol, "method": r.method, "seeds": r.n_seeds,
             "avg of 9 models MAPE %": fmt_cell(r.avg_model_mape_mean_pct, r.avg_model_mape_sd_pct, r.n_seeds),
+            "95 % interval": ("" if pd.isna(r.avg_model_mape_ci95_lo_pct)
+                              else f"{r.avg_model_mape_ci95_lo_pct:.2f} - {r.avg_model_mape_ci95_hi_pct:.2f}"),
             "pooled MAPE % (324 runs)": fmt_cell(r.pooled_mape_mean_pct, r.pooled_mape_sd_pct, r.n_seeds),
             "median APE %": fmt_cell(r.median_ape_mean_pct, r.median_ape_sd_pct, r.n_seeds),
             "paper avg %": "" if pd.isna(r.paper_avg_model_mape_pct) else f"{r.paper_avg_model_mape_pct:.2f}",

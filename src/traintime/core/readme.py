@@ -60,7 +60,15 @@ BLOCKS: dict[str, tuple[str, Callable[[Path], str]]] = {
             "n_seeds", "leakfree_reference_mape_pct"], query="family == 'ALL'")),
     "convergence": ("tables/convergence_summary.csv", lambda p: _table(
         p, ["protocol", "method", "n_seeds", "avg_model_mape_mean_pct", "avg_model_mape_sd_pct",
-            "paper_avg_model_mape_pct"])),
+            "avg_model_mape_ci95_lo_pct", "avg_model_mape_ci95_hi_pct", "paper_avg_model_mape_pct"])),
+    "convergence-probe": ("tables/convergence_probe_ablation.csv", lambda p: _table(
+        p, ["protocol", "variant", "n_seeds", "mape_mean_pct", "mape_sd_pct", "mape_ci95_lo", "mape_ci95_hi",
+            "gain_vs_none_pts", "gain_ci95_lo", "gain_ci95_hi", "nested_chose_a_probe_pct"])),
+    "convergence-ntk-gap": ("tables/convergence_ntk_gap.csv", lambda p: _table(
+        p, ["variant", "n_seeds", "mape_mean_pct", "mape_sd_pct", "paper_ntk_mape_pct"], query="model == 'average'")),
+    "convergence-curves": ("tables/convergence_curves.csv", lambda p: _table(
+        p, ["k", "method", "n_configurations", "n_runs", "n_seeds", "mape_mean_pct", "mape_sd_pct", "mape_ci95_lo",
+            "mape_ci95_hi", "target_pct", "chosen"])),
     "emulation": ("tables/emulation_table1.csv", lambda p: _table(
         p, ["method", "host_gpu", "n_seeds", "n_gpus", "n", "mape", "mape_sd", "spearman", "pearson_log"])),
     "dag-cost": ("tables/dag_cost.csv", _dag_cost),
