@@ -213,7 +213,8 @@ rule emulation_table2:
         csv=f"{TABLES}/emulation_table2.csv",
         md=report(f"{TABLES}/emulation_table2.md", caption="../report/emulation_table2.rst",
                   category="Zero-shot emulation"),
-        per_target=f"{TABLES}/emulation_per_target.csv",
+        per_target=report(f"{TABLES}/emulation_per_target.csv", caption="../report/emulation_per_target_table.rst",
+                          category="Zero-shot emulation"),
         figure=report(f"{FIGURES}/emulation_per_target.png", caption="../report/emulation_per_target.rst",
                       category="Zero-shot emulation"),
     params:

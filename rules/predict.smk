@@ -13,7 +13,8 @@ rule predict_interval_coverage:
         lib=lib("predict_interval_coverage"),
     output:
         calibration=f"{RESULTS}/models/steptime/roofline_calibration.json",
-        csv=f"{TABLES}/predict_interval_coverage.csv",
+        csv=report(f"{TABLES}/predict_interval_coverage.csv", caption="../report/predict_interval_coverage.rst",
+                   category="Prediction (traintime predict)"),
         md=f"{TABLES}/predict_interval_coverage.md",
     params:
         coverage=PRED_INT.get("coverage", 0.9),
