@@ -32,3 +32,30 @@ rule predict_interval_coverage:
 
 
 ALL_TARGETS.extend(rules.predict_interval_coverage.output)
+
+
+rule predict_cli_example:
+    """The README's `traintime predict` example (traintime.predict_cli_example.EXAMPLE_ARGS) run on this
+    run's saved models: the transcript the README shows (generated block `predict-example`)."""
+    input:
+        calibration=rules.predict_interval_coverage.output.calibration,
+        iteration=f"{DATA}/iteration.csv",
+        lib=lib("predict_cli_example"),
+    output:
+        f"{RESULTS}/predict_cli_example.txt",
+    params:
+        models_dir=MODELS,
+        data_dir=DATA,
+        gpu_specs=config["gpu_specs"],
+    threads: 1
+    log:
+        f"{LOGS}/predict/cli_example.log",
+    benchmark:
+        bench(f"{LOGS}/predict/cli_example.log")
+    conda:
+        env("analysis")
+    script:
+        "../workflow_scripts/predict_cli_example.py"
+
+
+ALL_TARGETS.append(f"{RESULTS}/predict_cli_example.txt")
