@@ -17,7 +17,11 @@
 # defines no GPU rule.
 
 EMU = f"{RESULTS}/emulation"
-EMU_CFG = config["emulation"]
+# mapping_backend: auto -> the SM backend of the host rows (traintime.emulation.host_setup).
+_EMU_MAP = config["emulation"]["mapping_backend"]
+if _EMU_MAP == "auto":
+    _EMU_MAP = "mps" if config["emulation"]["host"]["backend"] == "mps" else "green_ctx"
+EMU_CFG = {**config["emulation"], "mapping_backend": _EMU_MAP}
 
 
 EMU_PREDICTIONS = [

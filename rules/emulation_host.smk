@@ -38,11 +38,19 @@ EMULATION_HOST_OP_OUTPUTS = []
 if _HOST_CFG["enabled"]:
     # Which targets the host can emulate needs the GPU spec table: the one library import at parse
     # time beyond validation, and only when host emulation is enabled.
-    from traintime.core.specs import canonical_gpu as _canonical_gpu, load_specs as _load_specs
+    # host_gpu: null takes the host GPU from this machine's device (read-only NVML, else torch;
+    # traintime.emulation.host_setup); the backends (auto: green contexts + analytic clock, no root) are
+    # resolved by each job on the machine it runs on.
+    from traintime.core.specs import load_specs as _load_specs
+    from traintime.emulation.host_setup import detect_host_gpu as _detect_host_gpu
     from traintime.emulation.sweep import emulable_targets as _emulable_targets
 
     _HOST_SPECS = _load_specs(config["gpu_specs"])
-    EMULATION_HOST = _canonical_gpu(_HOST_CFG["host_gpu"], _HOST_SPECS)
+    try:
+        EMULATION_HOST = _detect_host_gpu(_HOST_CFG["host_gpu"], _HOST_SPECS)
+    except TraintimeError as _exc:
+        sys.exit(f"error: {_exc}")
+    _HOST_CFG = {**_HOST_CFG, "host_gpu": EMULATION_HOST}
     EMULATION_HOST_TARGETS = _emulable_targets(
         EMULATION_HOST,
         _HOST_CFG["targets"] or [Path(f).stem for f in source_files("gpu_profiler")],

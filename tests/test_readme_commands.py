@@ -40,6 +40,10 @@ NOT_RUN: dict[str, str] = {
     ".venv/bin/snakemake --workflow-profile profiles/slurm":
         "submits jobs with sbatch: runs in tests/test_slurm.py on a single-node cluster (make test as root); "
         "its `-n` form runs here",
+    ".venv/bin/snakemake --cores 1 --resources gpu=1 --configfile host.yaml":
+        "host emulation on this machine's GPU (host_gpu: null reads the device at parse time; CI has no GPU): "
+        "the same DAG for a named host GPU runs here with -n (next line of the README), the backends with "
+        "fakes in tests/test_emulation_host_setup.py",
     "sudo .ci/slurm_up.sh": "root and apt-get: tests/test_slurm.py runs it itself when run as root",
     ".venv/bin/python -m pytest -m slurm tests/test_slurm.py": "part of `make test` (tests/test_slurm.py)",
     "sudo .ci/slurm_down.sh --purge": "root: tests/test_slurm.py stops the cluster itself",
