@@ -16,9 +16,10 @@
 #                          when profile_ops is true
 #
 # Rows follow the host_latency schema (traintime.emulation.schema) and are read by the analysis
-# from emulation.measurement_dirs. Backends: emulation.host.backend (none | mps | green_ctx) and
-# clock_backend (none | nvml_clock | analytic_clock); nvml_clock needs root, mps needs
-# nvidia-cuda-mps-control; both are restored on exit and on SIGINT/SIGTERM.
+# from emulation.measurement_dirs. Host GPU: emulation.host.host_gpu (null, the default: this machine's
+# GPU, read-only). Backends: emulation.host.backend (auto | none | mps | green_ctx) and clock_backend
+# (auto | none | nvml_clock | analytic_clock); auto = green_ctx + analytic_clock (no root); mps and
+# nvml_clock need root (refused with one line without it) and are restored on exit and on SIGINT/SIGTERM.
 #
 # Run on the host (one GPU job at a time), with a config file holding the host's settings, e.g.
 #   host.yaml:  emulation: {host: {enabled: true, host_gpu: RTX-5090, backend: mps,
@@ -27,7 +28,7 @@
 #   snakemake results/emulation/host/sweep_RTX-5090.csv --cores 1 --configfile host.yaml
 #   snakemake results/emulation/host/mapped_RTX-5090_RTX-4060.csv --cores 1 --configfile host.yaml
 # (nested keys of a --configfile are merged into config.yaml's; name targets before --configfile).
-# Without root, use clock_backend: analytic_clock (labelled an approximation) or none.
+# Without root the defaults (auto) apply: green contexts and the analytic clock (labelled an approximation).
 
 _HOST_CFG = config["emulation"]["host"]
 EMULATION_HOST_DIR = f"{RESULTS}/emulation/host"
