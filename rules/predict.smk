@@ -53,7 +53,7 @@ rule predict_cli_example:
     benchmark:
         bench(f"{LOGS}/predict/cli_example.log")
     conda:
-        env("analysis")
+        env("torch")
     script:
         "../workflow_scripts/predict_cli_example.py"
 

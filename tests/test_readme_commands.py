@@ -151,9 +151,13 @@ def _copy(dst: Path) -> Path:
     whose config.yaml is the embedded default with the tiny test config merged in."""
     from traintime.core.config import merge_config_files
 
-    ignore = shutil.ignore_patterns(".git", ".venv", "results", ".snakemake", "report.zip", "__pycache__",
-                                    "*.egg-info", ".pytest_cache")
-    shutil.copytree(REPO, dst, ignore=ignore)
+    top = {".git", ".venv", "results", ".snakemake", "report.zip", "data", "shared", ".pytest_cache"}
+
+    def ignore(folder: str, names: list[str]) -> set[str]:
+        skip = {n for n in names if n == "__pycache__" or n.endswith(".egg-info")}
+        return skip | (top & set(names) if Path(folder) == REPO else set())
+
+    shutil.copytree(REPO, dst, ignore=ignore, symlinks=True)
     (dst / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
     merged = merge_config_files([REPO / "config.yaml", REPO / "tests" / "e2e" / "config.yaml"])
     (dst / "config.yaml").write_text(yaml.safe_dump(merged, sort_keys=False))
