@@ -180,7 +180,7 @@ rule claims_counts:
         zero_shot=f"{RESULTS}/claims_zero_shot.csv",
         lib=lib("claims_counts"),
     output:
-        f"{TABLES}/claims_counts.csv",
+        report(f"{TABLES}/claims_counts.csv", caption="../report/claims_counts.rst", category="Claims"),
     log:
         f"{LOGS}/claims_counts.log",
     benchmark:

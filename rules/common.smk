@@ -19,7 +19,14 @@ from traintime.core.errors import ConfigError, TraintimeError
 min_version("9.0")
 
 try:
-    # snakemake.utils.validate(config, schema, set_default=True), first violation as one line.
+    # --config KEY=VALUE values arrive as strings ('[42]' -> ['42']): typed as the schema says first
+    # (traintime.core.config_cli), then snakemake.utils.validate(config, schema, set_default=True),
+    # first violation as one line.
+    from traintime.core.config_cli import coerce_cli_overrides as _coerce_cli_overrides
+    from traintime.core.config import load_schema as _load_schema
+
+    _coerce_cli_overrides(config, dict(workflow.config_settings.config or {}),
+                          _load_schema(workflow.source_path("../schemas/config.schema.yaml")))
     validate_config(config, workflow.source_path("../schemas/config.schema.yaml"))
 except ConfigError as _exc:
     sys.exit(f"error: {_exc}")

@@ -17,7 +17,11 @@
 # defines no GPU rule.
 
 EMU = f"{RESULTS}/emulation"
-EMU_CFG = config["emulation"]
+# mapping_backend: auto -> the SM backend of the host rows (traintime.emulation.host_setup).
+_EMU_MAP = config["emulation"]["mapping_backend"]
+if _EMU_MAP == "auto":
+    _EMU_MAP = "mps" if config["emulation"]["host"]["backend"] == "mps" else "green_ctx"
+EMU_CFG = {**config["emulation"], "mapping_backend": _EMU_MAP}
 
 
 EMU_PREDICTIONS = [
@@ -213,7 +217,8 @@ rule emulation_table2:
         csv=f"{TABLES}/emulation_table2.csv",
         md=report(f"{TABLES}/emulation_table2.md", caption="../report/emulation_table2.rst",
                   category="Zero-shot emulation"),
-        per_target=f"{TABLES}/emulation_per_target.csv",
+        per_target=report(f"{TABLES}/emulation_per_target.csv", caption="../report/emulation_per_target_table.rst",
+                          category="Zero-shot emulation"),
         figure=report(f"{FIGURES}/emulation_per_target.png", caption="../report/emulation_per_target.rst",
                       category="Zero-shot emulation"),
     params:

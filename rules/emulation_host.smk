@@ -16,9 +16,10 @@
 #                          when profile_ops is true
 #
 # Rows follow the host_latency schema (traintime.emulation.schema) and are read by the analysis
-# from emulation.measurement_dirs. Backends: emulation.host.backend (none | mps | green_ctx) and
-# clock_backend (none | nvml_clock | analytic_clock); nvml_clock needs root, mps needs
-# nvidia-cuda-mps-control; both are restored on exit and on SIGINT/SIGTERM.
+# from emulation.measurement_dirs. Host GPU: emulation.host.host_gpu (null, the default: this machine's
+# GPU, read-only). Backends: emulation.host.backend (auto | none | mps | green_ctx) and clock_backend
+# (auto | none | nvml_clock | analytic_clock); auto = green_ctx + analytic_clock (no root); mps and
+# nvml_clock need root (refused with one line without it) and are restored on exit and on SIGINT/SIGTERM.
 #
 # Run on the host (one GPU job at a time), with a config file holding the host's settings, e.g.
 #   host.yaml:  emulation: {host: {enabled: true, host_gpu: RTX-5090, backend: mps,
@@ -27,7 +28,7 @@
 #   snakemake results/emulation/host/sweep_RTX-5090.csv --cores 1 --configfile host.yaml
 #   snakemake results/emulation/host/mapped_RTX-5090_RTX-4060.csv --cores 1 --configfile host.yaml
 # (nested keys of a --configfile are merged into config.yaml's; name targets before --configfile).
-# Without root, use clock_backend: analytic_clock (labelled an approximation) or none.
+# Without root the defaults (auto) apply: green contexts and the analytic clock (labelled an approximation).
 
 _HOST_CFG = config["emulation"]["host"]
 EMULATION_HOST_DIR = f"{RESULTS}/emulation/host"
@@ -38,11 +39,19 @@ EMULATION_HOST_OP_OUTPUTS = []
 if _HOST_CFG["enabled"]:
     # Which targets the host can emulate needs the GPU spec table: the one library import at parse
     # time beyond validation, and only when host emulation is enabled.
-    from traintime.core.specs import canonical_gpu as _canonical_gpu, load_specs as _load_specs
+    # host_gpu: null takes the host GPU from this machine's device (read-only NVML, else torch;
+    # traintime.emulation.host_setup); the backends (auto: green contexts + analytic clock, no root) are
+    # resolved by each job on the machine it runs on.
+    from traintime.core.specs import load_specs as _load_specs
+    from traintime.emulation.host_setup import detect_host_gpu as _detect_host_gpu
     from traintime.emulation.sweep import emulable_targets as _emulable_targets
 
     _HOST_SPECS = _load_specs(config["gpu_specs"])
-    EMULATION_HOST = _canonical_gpu(_HOST_CFG["host_gpu"], _HOST_SPECS)
+    try:
+        EMULATION_HOST = _detect_host_gpu(_HOST_CFG["host_gpu"], _HOST_SPECS)
+    except TraintimeError as _exc:
+        sys.exit(f"error: {_exc}")
+    _HOST_CFG = {**_HOST_CFG, "host_gpu": EMULATION_HOST}
     EMULATION_HOST_TARGETS = _emulable_targets(
         EMULATION_HOST,
         _HOST_CFG["targets"] or [Path(f).stem for f in source_files("gpu_profiler")],

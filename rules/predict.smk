@@ -15,7 +15,8 @@ rule predict_interval_coverage:
         lib=lib("predict_interval_coverage"),
     output:
         calibration=f"{RESULTS}/models/steptime/roofline_calibration.json",
-        csv=f"{TABLES}/predict_interval_coverage.csv",
+        csv=report(f"{TABLES}/predict_interval_coverage.csv", caption="../report/predict_interval_coverage.rst",
+                   category="Prediction (traintime predict)"),
         md=f"{TABLES}/predict_interval_coverage.md",
     params:
         coverage=PRED_INT.get("coverage", 0.9),
@@ -36,7 +37,7 @@ rule predict_interval_coverage:
 ALL_TARGETS.extend(rules.predict_interval_coverage.output)
 
 
-PUB = config.get("predict_public_eval", {})
+PUB = config["predict_public_eval"]
 
 
 rule predict_public_eval:
@@ -56,11 +57,11 @@ rule predict_public_eval:
         selection_csv=f"{TABLES}/predict_step_model_selection.csv",
         selection_md=f"{TABLES}/predict_step_model_selection.md",
     params:
-        img_px=PUB.get("img_px", 224),
-        precisions=PUB.get("precisions", ["fp32", "fp16"]),
-        batch_sizes=PUB.get("batch_sizes", [16, 64]),
-        models=PUB.get("models", []),
-        operator_models=PUB.get("operator_models", []),
+        img_px=PUB["img_px"],
+        precisions=PUB["precisions"],
+        batch_sizes=PUB["batch_sizes"],
+        models=PUB["models"],
+        operator_models=PUB["operator_models"],
         cache_dir=PUB.get("cache_dir", f"{RESULTS}/cache/predict"),
         gpu_specs=config["gpu_specs"],
     threads: 1
@@ -75,3 +76,28 @@ rule predict_public_eval:
 
 
 ALL_TARGETS.extend(rules.predict_public_eval.output)
+rule predict_cli_example:
+    """The README's `traintime predict` example (traintime.predict_cli_example.EXAMPLE_ARGS) run on this
+    run's saved models: the transcript the README shows (generated block `predict-example`)."""
+    input:
+        calibration=rules.predict_interval_coverage.output.calibration,
+        iteration=f"{DATA}/iteration.csv",
+        lib=lib("predict_cli_example"),
+    output:
+        f"{RESULTS}/predict_cli_example.txt",
+    params:
+        models_dir=MODELS,
+        data_dir=DATA,
+        gpu_specs=config["gpu_specs"],
+    threads: 1
+    log:
+        f"{LOGS}/predict/cli_example.log",
+    benchmark:
+        bench(f"{LOGS}/predict/cli_example.log")
+    conda:
+        env("torch")
+    script:
+        "../workflow_scripts/predict_cli_example.py"
+
+
+ALL_TARGETS.append(f"{RESULTS}/predict_cli_example.txt")

@@ -36,6 +36,24 @@ def mirror() -> Path:
     return m
 
 
+@pytest.fixture(scope="session")
+def e2e_run(tmp_path_factory, mirror) -> Path:
+    """Work folder of one uninterrupted run of the whole DAG on the tiny config tests/e2e/config.yaml
+    (minutes; used by tests marked ``slow``): tests/test_e2e_dag.py checks it, and
+    tests/test_readme_commands.py runs the README's `traintime predict` commands on its saved models."""
+    import subprocess
+    import sys
+
+    work = tmp_path_factory.mktemp("run_a")
+    cmd = [str(Path(sys.executable).with_name("snakemake")), "-s", str(REPO / "Snakefile"), "--directory", str(work),
+           "--cores", "2", "--configfile", str(REPO / "tests" / "e2e" / "config.yaml")]
+    res = subprocess.run(cmd, cwd=work, env={**os.environ, "TRAINTIME_DATA_MIRROR": str(mirror)},
+                         capture_output=True, text=True, timeout=1800)
+    assert res.returncode == 0, res.stderr[-4000:]
+    (work / "snakemake.log").write_text(res.stdout + res.stderr)
+    return work
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Tests marked ``gpu`` need a CUDA device: skipped (with the reason) where torch sees none."""
     gpu_items = [it for it in items if it.get_closest_marker("gpu") is not None]

@@ -62,9 +62,11 @@ def test_bad_checksum_in_config_is_rejected(config):
 
 
 def test_defaults_are_filled(config):
-    del config["data"]["allow_download"]
+    # config.yaml holds only overrides: allow_download comes from the schema's default
+    assert "allow_download" not in config["data"]
     out = validate_config(copy.deepcopy(config), SCHEMA)
     assert out["data"]["allow_download"] is True
+    assert out["emulation"]["host"]["backend"] == "auto"
 
 
 def test_load_config_reports_yaml_errors(tmp_path):

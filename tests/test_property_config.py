@@ -11,13 +11,14 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from traintime.core.config import merge_config_files
+from traintime.core.config import merge_config_files, validate_config
 from traintime.core.config_checks import check_config, load_config_file
 from traintime.core.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = REPO / "schemas" / "config.schema.yaml"
-DEFAULT = merge_config_files([REPO / "config.yaml"])
+# the effective default (config.yaml holds only overrides; the schema fills in every other key)
+DEFAULT = validate_config(merge_config_files([REPO / "config.yaml"]), SCHEMA)
 
 scalars = st.one_of(
     st.none(), st.booleans(), st.integers(min_value=-(2**70), max_value=2**70),

@@ -119,7 +119,7 @@ def test_a_new_measurement_file_reruns_the_emulation_analysis(built_copy):
 
 def test_host_measurements_are_inputs_of_the_analysis(tmp_path):
     host_on = tmp_path / "host.yaml"
-    host_on.write_text("emulation: {host: {enabled: true, profile_ops: true, targets: [RTX-4060]}}\n")
+    host_on.write_text("emulation: {host: {enabled: true, host_gpu: RTX-5090, profile_ops: true, targets: [RTX-4060]}}\n")
     edges = _rulegraph(REPO, "--configfile", str(host_on))
     assert ("emulation_host_sweep", "emulation_measurements") in edges
     assert ("emulation_host_mapped", "emulation_measurements") in edges
@@ -138,8 +138,10 @@ def test_parse_time_imports_no_library_code_beyond_validation(tmp_path):
                          env={**os.environ, "TRAINTIME_DATA_MIRROR": str(REPO.parent / "shared" / "data")})
     loaded = eval(re.search(r"LOADED (\[.*\])", res.stdout).group(1))
     # validation only: the config schema and its cross-references (config_checks, the GPU spec table)
-    # and the pinned checksums of retrieved files (data.retrieve); no stage code shapes the DAG
+    # and the pinned checksums of retrieved files (data.retrieve), the typing of --config values
+    # (config_cli); no stage code shapes the DAG
     validation = {"traintime", "traintime.core", "traintime.core.config", "traintime.core.errors",
+                  "traintime.core.config_cli",
                   "traintime.core.config_checks", "traintime.core.specs", "traintime.core.schema",
                   "traintime.core.io", "traintime.data", "traintime.data.retrieve"}
     assert set(loaded) <= validation, loaded

@@ -52,6 +52,11 @@ def _dag_cost(path: Path) -> str:
     return head + to_markdown(cost[cols].head(6), floatfmt=".1f")
 
 
+def _console(path: Path) -> str:
+    """A command transcript (``$ command`` then its output) as a fenced ``console`` block."""
+    return "```console\n" + path.read_text().rstrip() + "\n```"
+
+
 #: Block name -> (results file relative to the results folder, renderer).
 BLOCKS: dict[str, tuple[str, Callable[[Path], str]]] = {
     "claims": ("tables/claims_counts.csv", lambda p: _table(p)),
@@ -72,6 +77,7 @@ BLOCKS: dict[str, tuple[str, Callable[[Path], str]]] = {
     "emulation": ("tables/emulation_table1.csv", lambda p: _table(
         p, ["method", "host_gpu", "n_seeds", "n_gpus", "n", "mape", "mape_sd", "spearman", "pearson_log"])),
     "dag-cost": ("tables/dag_cost.csv", _dag_cost),
+    "predict-example": ("predict_cli_example.txt", lambda p: _console(p)),
 }
 
 

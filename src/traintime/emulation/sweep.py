@@ -259,7 +259,8 @@ def run_mapped(target: str, workloads: Sequence[WorkloadSpec], backend: Backend,
 
 
 def _job_setup(cfg: dict[str, Any], specs: pd.DataFrame | None) -> tuple[str, list[WorkloadSpec], Backend, Any]:
-    """Resolve the host, refuse a wrong device, build workloads and the backend of a config job."""
+    """Resolve the host, refuse a wrong device, build workloads and the backend of a config job
+    (``cfg`` already resolved by :func:`traintime.emulation.host_setup.resolved_host_config`)."""
     from traintime.emulation.backends import make_backend
     from traintime.measure.device import check_expected_device, describe_device
 
@@ -274,6 +275,9 @@ def _job_setup(cfg: dict[str, Any], specs: pd.DataFrame | None) -> tuple[str, li
 def host_sweep_job(cfg: dict[str, Any], out_path: str | os.PathLike[str], specs: pd.DataFrame | None = None,
                    progress: Callable[[str], None] | None = None) -> pd.DataFrame:
     """Config-driven sweep (``emulation.host``): every workload at every (p, f); one CSV at the end."""
+    from traintime.emulation.host_setup import resolved_host_config
+
+    cfg = resolved_host_config(cfg, specs)
     host, workloads, backend, _info = _job_setup(cfg, specs)
     settings = settings_grid(cfg["p_grid"], cfg["f_grid"])
     log.info("host sweep on %s: %d workload(s) x %d setting(s), backend %s + %s", host, len(workloads),
@@ -287,8 +291,10 @@ def host_mapped_job(cfg: dict[str, Any], target: str, out_path: str | os.PathLik
                     specs: pd.DataFrame | None = None) -> pd.DataFrame:
     """Config-driven run of every workload at the spec-mapped (p, f) of ``target``."""
     from traintime.emulation.backends import CombinedBackend
+    from traintime.emulation.host_setup import resolved_host_config
     from traintime.emulation.nvml_clock import NvmlClockBackend
 
+    cfg = resolved_host_config(cfg, specs)
     host, workloads, backend, _info = _job_setup(cfg, specs)
     clocks = None
     if isinstance(backend, CombinedBackend) and isinstance(backend.clock, NvmlClockBackend):
