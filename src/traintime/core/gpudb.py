@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from traintime.core.errors import DataUnavailableError, UnknownNameError
+from traintime.core.errors import ArgumentError, DataUnavailableError, UnknownNameError
 from traintime.core.specs import GPU_SPECS, load_specs
 
 #: the pinned spec-database release (requirements.txt)
@@ -243,3 +243,26 @@ def peak_gflops(rows: pd.DataFrame, precision: str) -> np.ndarray:
         return fp32
     fp16 = pd.to_numeric(rows["fp16_gflops"], errors="coerce").to_numpy(dtype=float)
     return np.fmax(fp32, np.nan_to_num(fp16, nan=0.0))
+
+
+def spec_row(name: str, specs_path: str | Path | None = None, *, new_name: str | None = None,
+             price: float | None = None, price_date: str | None = None, price_provider: str | None = None,
+             price_source: str | None = None) -> pd.DataFrame:
+    """One row of the ``gpu_specs`` schema for the card ``name`` names (project table or spec
+    database), optionally renamed (``new_name``; the database name becomes an alias) and priced.
+
+    The start of a user's own spec table (``traintime gpus --spec-row``): the specs are the
+    database's, the price is the user's (a price without its date and source is refused)."""
+    if price is not None and not (price_date and price_source):
+        raise ArgumentError("--price needs --price-date and --price-source (where and when the price was seen)")
+    gpu = resolve_gpu(name, specs_path)
+    row = gpu_rows([gpu], specs_path).iloc[0]
+    out = {c.name: row.get(c.name) for c in GPU_SPECS.columns}
+    if new_name and new_name != gpu:
+        names = [gpu] + [a for a in str(out["aliases"] or "").split(";") if a and a != "nan"]
+        out["gpu"], out["aliases"] = new_name, ";".join(dict.fromkeys(names))
+    if price is not None:
+        out.update(price_per_hour_usd=float(price), price_date=price_date, price_source=price_source,
+                   price_provider=price_provider or price_source)
+    df = pd.DataFrame([out])
+    return GPU_SPECS.validate(df, source=f"spec row of {gpu!r}")
