@@ -1,0 +1,105 @@
+"""Fitting the roofline step model with a smooth learned efficiency (model: :mod:`traintime.chronos.efficiency_frozen`).
+
+:class:`EfficiencyStepTime` is a scikit-learn-style regressor on step rows
+(:data:`traintime.chronos.roofline_frozen.STEP_ROW_COLUMNS`): ``fit(rows, y_ms, sample_weight=None)`` minimises
+the weighted mean squared log error of the step time plus a ridge penalty ``alpha`` on the standardised
+efficiency coefficients (not the intercept), over the coefficients and log(launch_us), by
+``scipy.optimize.least_squares`` from a fixed start: deterministic, no seed. It is fitted on the CHRONOS
+release's compute times and the consumer-GPU traces together (issue 13 item 3: one model, both sources;
+:func:`source_weights` gives each source the same total weight). :meth:`EfficiencyStepTime.to_json` freezes it
+for ``traintime predict`` (numpy-only prediction, no scikit-learn on the ``--no-probe`` path).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator, RegressorMixin
+
+from traintime.chronos.efficiency_frozen import FEATURES, FrozenEfficiency, efficiency_features, efficiency_predict
+from traintime.core.errors import SchemaError
+
+
+def source_weights(source: Any) -> np.ndarray:
+    """Sample weights giving every data source (e.g. ``chronos`` / ``traces``) the same total weight, mean 1."""
+    s = pd.Series(np.asarray(source)).astype(str)
+    counts = s.map(s.value_counts())
+    w = 1.0 / counts.to_numpy(dtype=float)
+    return w * len(w) / w.sum()
+
+
+class EfficiencyStepTime(RegressorMixin, BaseEstimator):
+    """Roofline x sigmoid efficiency of work size, intensity, precision and GPU features (module doc).
+
+    Parameters
+    ----------
+    alpha : ridge penalty on the standardised efficiency coefficients (default 0.01).
+    launch_us : start value of the per-kernel launch floor in microseconds (fitted).
+    trained_on : free text naming the training data (kept in the frozen JSON and the output label).
+    """
+
+    def __init__(self, alpha: float = 0.01, launch_us: float = 5.0, trained_on: str = "") -> None:
+        self.alpha = alpha
+        self.launch_us = launch_us
+        self.trained_on = trained_on
+
+    def fit(self, rows: pd.DataFrame, y_ms: Any, sample_weight: Any = None) -> EfficiencyStepTime:
+        from scipy.optimize import least_squares
+
+        y = np.asarray(y_ms, dtype=float)
+        if len(y) != len(rows):
+            raise SchemaError(f"step rows ({len(rows)}) and measured times ({len(y)}) differ in length")
+        x, t = efficiency_features(rows)
+        xv = x[list(FEATURES)].to_numpy(dtype=float)
+        bound = np.maximum(t["compute_ms"].to_numpy(), t["memory_ms"].to_numpy())
+        launch1 = t["launch_ms"].to_numpy()
+        ok = (y > 0) & np.isfinite(xv).all(axis=1) & np.isfinite(bound) & (bound > 0)
+        if ok.sum() < len(FEATURES) + 2:
+            raise SchemaError(f"efficiency model: {int(ok.sum())} usable rows, need >= {len(FEATURES) + 2}")
+        w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
+        xv, bound, launch1, ly, sw = xv[ok], bound[ok], launch1[ok], np.log(y[ok]), np.sqrt(w[ok] / w[ok].mean())
+        mean = xv.mean(axis=0)
+        scale = xv.std(axis=0)
+        scale[scale < 1e-9] = 1.0
+        z = (xv - mean) / scale
+        n, k = z.shape
+        ridge = np.sqrt(self.alpha)
+
+        def resid(theta: np.ndarray) -> np.ndarray:
+            eff = 1.0 / (1.0 + np.exp(-(theta[0] + z @ theta[1:k + 1])))
+            pred = launch1 * np.exp(theta[-1]) + bound / eff
+            r = sw * (np.log(pred) - ly) / np.sqrt(n)
+            return np.concatenate([r, ridge * theta[1:k + 1]])
+
+        x0 = np.concatenate([[np.log(0.3 / 0.7)], np.zeros(k), [np.log(max(self.launch_us, 1e-3))]])
+        res = least_squares(resid, x0, method="trf", max_nfev=2000, x_scale="jac")
+        self.coef_ = res.x[:k + 1].copy()
+        self.launch_us_ = float(np.exp(res.x[-1]))
+        self.mean_, self.scale_ = mean, scale
+        self.n_rows_ = int(n)
+        return self
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "coef_"):
+            raise SchemaError("EfficiencyStepTime is not fitted: call fit() first")
+
+    def predict(self, rows: pd.DataFrame) -> np.ndarray:
+        self._check_fitted()
+        return efficiency_predict(rows, self.coef_, self.mean_, self.scale_, self.launch_us_)[0]
+
+    def efficiency(self, rows: pd.DataFrame) -> np.ndarray:
+        """Fitted fraction of the roofline bound reached, per row."""
+        self._check_fitted()
+        return efficiency_predict(rows, self.coef_, self.mean_, self.scale_, self.launch_us_)[1]
+
+    def to_json(self) -> dict[str, Any]:
+        """Frozen parameters for :class:`~traintime.chronos.efficiency_frozen.FrozenEfficiency`."""
+        self._check_fitted()
+        return {"model": "efficiency", "features": list(FEATURES), "coef": self.coef_.tolist(),
+                "mean": self.mean_.tolist(), "scale": self.scale_.tolist(), "launch_us": self.launch_us_,
+                "alpha": self.alpha, "rows": self.n_rows_, "trained_on": self.trained_on}
+
+    def frozen(self) -> FrozenEfficiency:
+        return FrozenEfficiency(self.to_json())
