@@ -1,0 +1,72 @@
+"""The grouped evaluation of the step models never fits on the held-out group (spy), on synthetic rows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from traintime.chronos.efficiency_step import EfficiencyStepTime
+from traintime.predict_step_grouped import both_sources, generation, protocols, step_grouped_eval, wins
+
+FITS: list[pd.DataFrame] = []
+
+
+class SpyEfficiency(EfficiencyStepTime):
+    """Records every training frame it is fitted on."""
+
+    def fit(self, rows, y_ms, sample_weight=None):  # type: ignore[override]
+        FITS.append(rows.copy())
+        return super().fit(rows, y_ms, sample_weight)
+
+
+def _rows(source_gpus: list[str], models: list[str], rng: np.random.Generator) -> pd.DataFrame:
+    """Synthetic step rows (labelled synthetic: no measurement) with a made-up measured time."""
+    recs = []
+    for gi, gpu in enumerate(source_gpus):
+        for mi, model in enumerate(models):
+            for batch in (16, 64):
+                recs.append({"model": model, "family": "CNN", "input_px": 224, "batch_size": batch, "precision": "32",
+                             "gpu": gpu, "flops_train_per_batch": 1e9 * (mi + 1) * batch,
+                             "param_bytes": 1e7 * (mi + 1), "grad_bytes": 1e7 * (mi + 1),
+                             "optimizer_state_bytes": 0.0, "act_bytes_per_sample": 1e6, "layers": 50.0,
+                             "fp32_gflops": 1e4 * (gi + 1), "fp16_gflops": 2e4 * (gi + 1),
+                             "memory_bandwidth_gbps": 300.0 * (gi + 1)})
+    d = pd.DataFrame(recs)
+    d["measured_ms"] = d["flops_train_per_batch"] / d["fp32_gflops"] / 1e6 / 0.3 * rng.uniform(0.9, 1.1, len(d))
+    return d
+
+
+def test_generation_from_rtx_series() -> None:
+    assert [generation(g) for g in ("GeForce RTX 3090", "RTX 4060 Ti", "RTX 5090", "T4")] == \
+        ["Ampere", "Ada", "Blackwell", "other"]
+
+
+def test_grouped_evaluation_never_fits_on_the_held_out_group() -> None:
+    rng = np.random.default_rng(0)
+    traces = _rows(["RTX 3080", "RTX 3090", "RTX 4080", "RTX 4090", "RTX 5080"], ["m1", "m2", "m3", "m4"], rng)
+    chronos = _rows(["T4", "V100", "A100"], ["m1", "c2", "c3"], rng)
+    FITS.clear()
+    summary, pred, _ = step_grouped_eval(traces, chronos, None, factory=SpyEfficiency)
+    data = both_sources(traces, chronos)
+    folds = [(p, g, test) for p, _, fs in protocols(data) for g, _, test in fs]
+    # per fold: one fit on both sources (not for the external protocol) and one on CHRONOS only
+    assert len(FITS) == 2 * len(folds) - 1
+    i = 0
+    for proto, group, test in folds:
+        n = 1 if proto.startswith("traces external") else 2
+        col = {"traces LOGO": "gpu", "chronos LOGO": "gpu", "traces LOMO": "model", "traces LOGenO": "generation"}
+        for fit in FITS[i:i + n]:
+            if proto in col:
+                key = fit["gpu"] if col[proto] == "gpu" else fit["model"]
+                if col[proto] == "generation":
+                    key = fit["gpu"].map(generation)
+                assert group not in set(key.astype(str)), (proto, group)
+            else:  # external: fitted on CHRONOS GPUs only
+                assert not set(fit["gpu"]) & set(traces["gpu"])
+        i += n
+        assert set(pred.loc[(pred["protocol"] == proto) & (pred["fold"] == group), "row"]) == set(np.flatnonzero(test))
+    # every protocol scores every row of its source once per method
+    eff = pred[(pred["method"] == "efficiency") & (pred["protocol"] == "traces LOGO")]
+    assert sorted(eff["row"]) == list(range(len(traces)))
+    assert {"efficiency", "roofline_assumed", "roofline_calibrated", "efficiency_chronos_only"} <= set(summary["method"])
+    assert isinstance(wins(summary), bool)
