@@ -72,3 +72,38 @@ rule predict_public_eval:
 
 
 ALL_TARGETS.extend(rules.predict_public_eval.output)
+
+
+rule predict_step_grouped:
+    """Step-time models on grouped outer folds of both sources (traces: leave one GPU / model / generation out;
+    CHRONOS: leave one GPU out; plus the external check fitted on CHRONOS only), and the efficiency step model
+    (`--step-model efficiency`) fitted on both sources, frozen with its conformal half-width."""
+    input:
+        traces=f"{DATA}/traces.csv",
+        iteration=f"{DATA}/iteration.csv",
+        calibration=f"{RESULTS}/models/steptime/roofline_calibration.json",
+        lib=lib("predict_step_grouped"),
+    output:
+        csv=f"{TABLES}/predict_step_grouped.csv",
+        md=f"{TABLES}/predict_step_grouped.md",
+        coverage_csv=f"{TABLES}/predict_step_grouped_coverage.csv",
+        model=f"{RESULTS}/models/steptime/efficiency_model.json",
+    params:
+        img_px=PUB.get("img_px", 224),
+        precisions=PUB.get("precisions", ["fp32", "fp16"]),
+        batch_sizes=PUB.get("batch_sizes", [16, 64]),
+        cache_dir=PUB.get("cache_dir", f"{RESULTS}/cache/predict"),
+        coverage=PRED_INT.get("coverage", 0.9),
+        gpu_specs=config["gpu_specs"],
+    threads: 1
+    log:
+        f"{LOGS}/predict/step_grouped.log",
+    benchmark:
+        bench(f"{LOGS}/predict/step_grouped.log")
+    conda:
+        env("torch")
+    script:
+        "../workflow_scripts/predict_step_grouped.py"
+
+
+ALL_TARGETS.extend(rules.predict_step_grouped.output)

@@ -70,3 +70,42 @@ def test_grouped_evaluation_never_fits_on_the_held_out_group() -> None:
     assert sorted(eff["row"]) == list(range(len(traces)))
     assert {"efficiency", "roofline_assumed", "roofline_calibrated", "efficiency_chronos_only"} <= set(summary["method"])
     assert isinstance(wins(summary), bool)
+
+
+def test_predict_with_efficiency_model_names_it_and_ranks_a100_faster_than_t4(tmp_path) -> None:
+    import io
+    import json
+
+    from test_efficiency_step import synthetic_rows, true_law
+    from traintime.cli import build_parser
+    from traintime.predict_run import run_predict
+
+    rows = synthetic_rows(300, np.random.default_rng(3), (9.0, 13.0))
+    m = EfficiencyStepTime(trained_on="SYNTHETIC test rows").fit(rows, true_law(rows))
+    (tmp_path / "m" / "steptime").mkdir(parents=True)
+    (tmp_path / "d").mkdir()
+    doc = {**m.to_json(), "conformal": {"coverage": 0.9, "step_log_halfwidth": 0.2, "groups": 5}}
+    (tmp_path / "m" / "steptime" / "efficiency_model.json").write_text(json.dumps(doc))
+    base = ["predict", "--model", "resnet50", "--dataset", "imagenet", "--no-probe", "--gpus", "T4,A100-PCIe-80GB",
+            "--models-dir", str(tmp_path / "m"), "--data-dir", str(tmp_path / "d"), "--step-model", "efficiency"]
+    out = io.StringIO()
+    run_predict(build_parser().parse_args(base), out=out)
+    assert "step-time model (--step-model efficiency)" in out.getvalue()
+    assert "SYNTHETIC test rows" in out.getvalue()
+    out = io.StringIO()
+    run_predict(build_parser().parse_args(base + ["--json"]), out=out)
+    recs = {r["gpu"]: r for r in json.loads(out.getvalue())}
+    assert recs["A100-PCIe-80GB"]["step_ms"] < recs["T4"]["step_ms"]
+    assert recs["T4"]["step_ms_low"] < recs["T4"]["step_ms"] < recs["T4"]["step_ms_high"]
+
+
+def test_efficiency_step_model_missing_file_is_one_line(tmp_path) -> None:
+    import pytest
+
+    from traintime.core.errors import DataUnavailableError
+    from traintime.core.gpudb import gpu_database
+    from traintime.predict_run import default_step_model
+
+    with pytest.raises(DataUnavailableError, match="efficiency_model.json") as exc:
+        default_step_model(tmp_path, tmp_path, "CNN", gpu_database(None), 0.9, None, "efficiency")
+    assert "\n" not in str(exc.value)

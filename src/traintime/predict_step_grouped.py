@@ -171,3 +171,72 @@ def wins(summary: pd.DataFrame, new: str = "efficiency", old: str = "roofline_ca
     s = summary[~summary["protocol"].str.startswith("traces external")].pivot(index="protocol", columns="method",
                                                                              values="mape_pct")
     return bool(len(s) and (s[new] < s[old]).all())
+
+
+def conformal_rows(data: pd.DataFrame, pred: pd.DataFrame, coverage: float = 0.9) -> tuple[dict[str, Any], pd.DataFrame]:
+    """Split-conformal log half-width of the efficiency model from its pooled leave-one-GPU-out residuals (traces
+    LOGO and CHRONOS LOGO, grouped by GPU; empirical quantile, as predict uses for the roofline) and the measured
+    coverage of that interval (each GPU checked with the half-width of the other GPUs' residuals)."""
+    from traintime.chronos.conformal import SplitConformal, grouped_coverage
+
+    p = pred[(pred["method"] == "efficiency") & pred["protocol"].isin(["traces LOGO", "chronos LOGO"])]
+    y = data["measured_ms"].to_numpy(dtype=float)[p["row"].to_numpy()]
+    yp, groups = p["pred_ms"].to_numpy(dtype=float), data["gpu"].astype(str).to_numpy()[p["row"].to_numpy()]
+    q = SplitConformal(coverage, finite_sample=False).fit(y, yp, groups).log_halfwidth
+    cov = grouped_coverage(y, yp, groups, coverage, finite_sample=False)
+    conf = {"coverage": coverage, "step_log_halfwidth": float(q), "groups": int(len(set(groups))),
+            "residuals": "pooled leave-one-GPU-out (traces LOGO + CHRONOS LOGO)"}
+    table = pd.DataFrame([{"quantity": "step_ms (efficiency, leave-one-GPU-out, both sources)", "family": "all",
+                           "variant": "empirical quantile", "nominal_coverage": coverage,
+                           "measured_coverage": cov["measured"], "rows": cov["n"], "groups": cov["groups"],
+                           "interval_factor_all_groups": float(np.exp(q)),
+                           "median_interval_factor_held_out": float(np.exp(cov["median_log_halfwidth"]))}])
+    return conf, table
+
+
+def run_step_grouped(traces: pd.DataFrame, iteration: pd.DataFrame, calibration: dict[str, Any] | None,
+                     specs_path: str | None = None, img_px: int = 224, precisions: Any = ("fp32", "fp16"),
+                     batch_sizes: Any = (16, 64), coverage: float = 0.9) -> tuple[pd.DataFrame, pd.DataFrame, dict, str]:
+    """(summary, interval coverage, frozen efficiency model JSON fitted on all rows of both sources, markdown)."""
+    from traintime.chronos.efficiency_step import EfficiencyStepTime, source_weights
+    from traintime.chronos.roofline_calibration import iteration_step_rows
+    from traintime.core.gpudb import gpu_database
+    from traintime.predict_public_eval import trace_subset
+
+    specs = gpu_database(specs_path)
+    tr = trace_step_rows(trace_subset(traces, img_px, precisions, batch_sizes), specs)
+    ch = iteration_step_rows(iteration, specs)
+    summary, pred, wall = step_grouped_eval(tr, ch, calibration)
+    data = both_sources(tr, ch)
+    conf, cov = conformal_rows(data, pred, coverage)
+    full = EfficiencyStepTime(trained_on=f"CHRONOS {ch.attrs.get('measured', '')} ({len(ch)} rows) + consumer-GPU "
+                              f"traces {img_px} px ({len(tr)} rows)")
+    full.fit(data, data["measured_ms"], sample_weight=source_weights(data["source"]))
+    frozen = {**full.to_json(), "conformal": conf, "wins_grouped": wins(summary)}
+    return summary, cov, frozen, markdown_grouped(summary, cov, wall, tr.attrs.get("skipped", []), frozen)
+
+
+def markdown_grouped(summary: pd.DataFrame, cov: pd.DataFrame, wall_s: float, skipped: list[str],
+                     frozen: dict[str, Any]) -> str:
+    lines = ["# Step-time models of `traintime predict` on grouped outer folds, both data sources", "",
+             "Compute time (forward + backward + optimizer). Traces: public consumer-GPU traces, 224 px, fp32 + fp16, "
+             "batch 16 + 64; CHRONOS: the release's compute_time_ms. `efficiency` is fitted on the training part of "
+             "both sources (equal weight per source), `efficiency_chronos_only` on its CHRONOS part only; "
+             "`roofline_calibrated` is predict's current default (CHRONOS only), `roofline_assumed` fits nothing. "
+             "Every fit is deterministic (no seeds). `traces external`: fitted on all of CHRONOS, scored on every "
+             f"trace row. Wall time: {wall_s:.1f} s.", "",
+             "| protocol | method | rows | folds | GPUs | models | MAPE % | median APE % | pairs right % | pred / measured |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for _, r in summary.iterrows():
+        lines.append(f"| {r['protocol']} | {r['method']} | {r['rows']} | {r['folds']} | {r['gpus']} | {r['models']} | "
+                     f"{r['mape_pct']:.1f} | {r['median_ape_pct']:.1f} | {r['pairs_right_pct']:.1f} | "
+                     f"{r['geo_mean_pred_over_measured']:.2f} |")
+    c = cov.iloc[0]
+    lines += ["", f"`efficiency` beats `roofline_calibrated` (MAPE) on every grouped protocol of both sources: "
+              f"{'yes' if frozen['wins_grouped'] else 'no'}.", "",
+              f"Interval of `efficiency` (split conformal, pooled leave-one-GPU-out residuals, {c['groups']} GPUs): "
+              f"nominal {c['nominal_coverage']:.0%}, measured {c['measured_coverage']:.1%} on {c['rows']} rows, "
+              f"interval factor x/ {c['interval_factor_all_groups']:.2f}."]
+    if skipped:
+        lines += ["", f"Traced models predict could not build ({len(skipped)}): " + "; ".join(skipped)]
+    return "\n".join(lines) + "\n"
