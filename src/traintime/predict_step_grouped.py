@@ -12,7 +12,8 @@ Protocols (outer folds only; nothing is chosen on a held-out fold; every fit is 
 Methods
     ``efficiency`` (:class:`traintime.chronos.efficiency_step.EfficiencyStepTime`, one model fitted on the
     training part of both sources, each source weighted equally), ``efficiency_chronos_only`` (the same fitted on
-    the CHRONOS part of the training fold only), ``roofline_calibrated`` (predict's current default: per-family
+    the CHRONOS part of the training fold only; run on CHRONOS LOGO and the external check, since on the other
+    trace folds its training data, all of CHRONOS, is that of the external check), ``roofline_calibrated`` (predict's current default: per-family
     constants fitted on CHRONOS; on CHRONOS LOGO refitted without the held-out GPU; on the trace protocols the
     saved calibration, which never saw a trace) and ``roofline_assumed`` (constants 0.40 / 0.60 / 5 us, nothing fitted).
 Metrics
@@ -38,7 +39,7 @@ KEY = ["model", "img_px", "batch_size", "precision"]
 
 def generation(gpu: str) -> str:
     """Ampere / Ada / Blackwell of an RTX 30 / 40 / 50 card ('other' when the name has no such number)."""
-    m = re.search(r"RTX\s*([345])0\d0", str(gpu), flags=re.I)
+    m = re.search(r"RTX[\s_-]*([345])0\d0", str(gpu), flags=re.I)
     return GENERATIONS[m.group(1)] if m else "other"
 
 
@@ -130,7 +131,8 @@ def grouped_predictions(data: pd.DataFrame, calibration: dict[str, Any] | None,
             only_ch = train & (src == "chronos")
             if not external:
                 methods["efficiency"] = make().fit(data[train], y[train], sample_weight=source_weights(src[train])).predict(data.iloc[idx])
-            methods["efficiency_chronos_only"] = make().fit(data[only_ch], y[only_ch]).predict(data.iloc[idx])
+            if external or proto == "chronos LOGO":  # on the trace folds it equals the external fit (no trace rows)
+                methods["efficiency_chronos_only"] = make().fit(data[only_ch], y[only_ch]).predict(data.iloc[idx])
             methods["roofline_calibrated"] = chronos_logo[idx] if proto == "chronos LOGO" else calibrated[idx]
             methods["roofline_assumed"] = assumed[idx]
             for method, p in methods.items():

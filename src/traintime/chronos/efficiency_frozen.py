@@ -11,6 +11,8 @@ with ``compute_ms`` / ``memory_ms`` the roofline terms at unit efficiency
 :data:`FEATURES` (one row per configuration x GPU):
 
 * ``log_flops``: log10 of training FLOPs per step (the work size: grows with batch and input size);
+* ``log_flops_per_layer``: log10 of FLOPs per step over the layer count (work per kernel: small kernels
+  leave the GPU idle); ``log_batch``: log10 of the batch size;
 * ``log_intensity_over_ridge``: log10 of (FLOPs / byte moved per step: state + activations, as in the
   roofline) over the GPU's ridge point (peak / bandwidth); with the other logs it fixes log(bytes), which
   is therefore not a feature of its own (it would be exactly collinear);
@@ -33,7 +35,7 @@ import pandas as pd
 from traintime.chronos.roofline_frozen import roofline_terms
 
 #: efficiency features, in coefficient order after the intercept
-FEATURES: tuple[str, ...] = ("log_flops", "log_intensity_over_ridge", "half", "half_x_log_flops",
+FEATURES: tuple[str, ...] = ("log_flops", "log_flops_per_layer", "log_batch", "log_intensity_over_ridge", "half", "half_x_log_flops",
                              "log_peak", "log_bandwidth", "transformer")
 
 
@@ -49,6 +51,8 @@ def efficiency_features(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]
     lf = np.log10(np.maximum(flops, 1.0))
     x = pd.DataFrame({
         "log_flops": lf,
+        "log_flops_per_layer": lf - np.log10(np.maximum(rows["layers"].to_numpy(dtype=float), 1.0)),
+        "log_batch": np.log10(np.maximum(rows["batch_size"].to_numpy(dtype=float), 1.0)),
         "log_intensity_over_ridge": np.log10(np.maximum(flops, 1.0) / np.maximum(nbytes, 1.0))
         - np.log10(np.maximum(peak, 1e-9) / np.maximum(bw, 1e-9)),
         "half": half,

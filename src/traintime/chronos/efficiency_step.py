@@ -73,8 +73,19 @@ class EfficiencyStepTime(RegressorMixin, BaseEstimator):
             r = sw * (np.log(pred) - ly) / np.sqrt(n)
             return np.concatenate([r, ridge * theta[1:k + 1]])
 
+        def jac(theta: np.ndarray) -> np.ndarray:
+            eff = 1.0 / (1.0 + np.exp(-(theta[0] + z @ theta[1:k + 1])))
+            launch = launch1 * np.exp(theta[-1])
+            pred = launch + bound / eff
+            scale_r = (sw / np.sqrt(n))[:, None]
+            d_u = (-bound * (1.0 - eff) / eff / pred)[:, None]  # d log(pred) / d (linear predictor)
+            top = scale_r * np.hstack([d_u, d_u * z, (launch / pred)[:, None]])
+            reg = np.zeros((k, k + 2))
+            reg[:, 1:k + 1] = ridge * np.eye(k)
+            return np.vstack([top, reg])
+
         x0 = np.concatenate([[np.log(0.3 / 0.7)], np.zeros(k), [np.log(max(self.launch_us, 1e-3))]])
-        res = least_squares(resid, x0, method="trf", max_nfev=2000, x_scale="jac")
+        res = least_squares(resid, x0, jac=jac, method="trf", max_nfev=2000, x_scale="jac")
         self.coef_ = res.x[:k + 1].copy()
         self.launch_us_ = float(np.exp(res.x[-1]))
         self.mean_, self.scale_ = mean, scale
