@@ -59,7 +59,7 @@ def test_frozen_json_round_trip_predicts_the_same() -> None:
     frozen = FrozenEfficiency(json.loads(json.dumps(m.to_json())))
     assert np.allclose(frozen.predict(rows), m.predict(rows))
     assert "synthetic" in frozen.label and frozen.name == "efficiency"
-    assert m.get_params() == {"alpha": 0.01, "launch_us": 5.0, "trained_on": "synthetic"}
+    assert m.get_params() == {"alpha": 0.01, "launch_us": 5.0, "trained_on": "synthetic", "features": "kernel"}
 
 
 def test_source_weights_balance_sources() -> None:
@@ -73,3 +73,18 @@ def test_unfitted_and_too_few_rows_raise_clear_errors() -> None:
         EfficiencyStepTime().predict(rows)
     with pytest.raises(SchemaError, match="usable rows"):
         EfficiencyStepTime().fit(rows, true_law(rows))
+
+
+def test_nested_choice_of_feature_set_picks_the_set_the_law_needs() -> None:
+    from traintime.chronos.efficiency_step import NestedEfficiencyStepTime
+
+    rng = np.random.default_rng(4)
+    rows = synthetic_rows(400, rng, (9.0, 12.0))
+    x, t = efficiency_features(rows)
+    # the efficiency depends on the work per kernel (FLOPs per layer), which only the ``kernel`` set has
+    eff = 1 / (1 + np.exp(-(-9.0 + 1.0 * x["log_flops_per_layer"].to_numpy() - 0.8 * x["log_flops"].to_numpy())))
+    y = np.maximum(t["compute_ms"], t["memory_ms"]).to_numpy() / eff
+    m = NestedEfficiencyStepTime().fit(rows, y)
+    assert m.best_ == "kernel" and m.inner_mape_["kernel"] < m.inner_mape_["base"]
+    assert m.to_json()["feature_set"] == "kernel"
+    assert np.allclose(FrozenEfficiency(m.to_json()).predict(rows), m.predict(rows))

@@ -10,8 +10,9 @@ Protocols (outer folds only; nothing is chosen on a held-out fold; every fit is 
     the RTX series number), ``chronos LOGO`` (leave one CHRONOS GPU out; the same name is removed from the traces
     too), and ``traces external`` (fitted on CHRONOS only, scored on every trace row: the traces never seen).
 Methods
-    ``efficiency`` (:class:`traintime.chronos.efficiency_step.EfficiencyStepTime`, one model fitted on the
-    training part of both sources, each source weighted equally), ``efficiency_chronos_only`` (the same fitted on
+    ``efficiency`` (:class:`traintime.chronos.efficiency_step.NestedEfficiencyStepTime`, one model fitted on the
+    training part of both sources, each source weighted equally; its feature set, ``base`` or ``kernel``, is
+    chosen by inner GroupKFold-by-GPU on that training part only), ``efficiency_chronos_only`` (the same fitted on
     the CHRONOS part of the training fold only; run on CHRONOS LOGO and the external check, since on the other
     trace folds its training data, all of CHRONOS, is that of the external check), ``roofline_calibrated`` (predict's current default: per-family
     constants fitted on CHRONOS; on CHRONOS LOGO refitted without the held-out GPU; on the trace protocols the
@@ -107,12 +108,12 @@ def _calibrated(calibration: dict[str, Any] | None, rows: pd.DataFrame) -> np.nd
 def grouped_predictions(data: pd.DataFrame, calibration: dict[str, Any] | None,
                         factory: Callable[[], Any] | None = None) -> pd.DataFrame:
     """Out-of-fold predictions of every method and protocol (module doc); ``factory`` builds the efficiency
-    model (default ``EfficiencyStepTime()``; tests pass a spy). Columns: protocol, fold, method, row, pred_ms."""
-    from traintime.chronos.efficiency_step import EfficiencyStepTime, source_weights
+    model (default ``NestedEfficiencyStepTime()``; tests pass a spy). Columns: protocol, fold, method, row, pred_ms."""
+    from traintime.chronos.efficiency_step import NestedEfficiencyStepTime, source_weights
     from traintime.chronos.roofline_calibration import logo_step_predictions
     from traintime.chronos.roofline_frozen import FrozenRoofline
 
-    make = factory or EfficiencyStepTime
+    make = factory or NestedEfficiencyStepTime
     y = data["measured_ms"].to_numpy(dtype=float)
     src = data["source"].to_numpy()
     assumed = FrozenRoofline(0.40, 0.60, 5.0, fitted=False).predict(data)
@@ -122,7 +123,7 @@ def grouped_predictions(data: pd.DataFrame, calibration: dict[str, Any] | None,
         if r["gpu"].nunique() >= 3:
             chronos_logo[data.index.get_indexer(idx)] = logo_step_predictions(r)
     calibrated = _calibrated(calibration, data)
-    out = []
+    out, choices = [], {}  # choices: protocol -> {feature set chosen by the inner CV: outer folds}
     for proto, _, folds in protocols(data):
         external = proto.startswith("traces external")
         for group, train, test in folds:
@@ -130,7 +131,11 @@ def grouped_predictions(data: pd.DataFrame, calibration: dict[str, Any] | None,
             methods: dict[str, np.ndarray] = {}
             only_ch = train & (src == "chronos")
             if not external:
-                methods["efficiency"] = make().fit(data[train], y[train], sample_weight=source_weights(src[train])).predict(data.iloc[idx])
+                m = make().fit(data[train], y[train], sample_weight=source_weights(src[train]))
+                methods["efficiency"] = m.predict(data.iloc[idx])
+                if hasattr(m, "best_"):
+                    choices.setdefault(proto, {}).setdefault(m.best_, 0)
+                    choices[proto][m.best_] += 1
             if external or proto == "chronos LOGO":  # on the trace folds it equals the external fit (no trace rows)
                 methods["efficiency_chronos_only"] = make().fit(data[only_ch], y[only_ch]).predict(data.iloc[idx])
             methods["roofline_calibrated"] = chronos_logo[idx] if proto == "chronos LOGO" else calibrated[idx]
@@ -138,7 +143,9 @@ def grouped_predictions(data: pd.DataFrame, calibration: dict[str, Any] | None,
             for method, p in methods.items():
                 out.append(pd.DataFrame({"protocol": proto, "fold": group, "method": method, "row": idx,
                                          "pred_ms": np.asarray(p, dtype=float)}))
-    return pd.concat(out, ignore_index=True)
+    res = pd.concat(out, ignore_index=True)
+    res.attrs["choices"] = choices
+    return res
 
 
 def summarise_grouped(data: pd.DataFrame, pred: pd.DataFrame) -> pd.DataFrame:
@@ -200,7 +207,7 @@ def run_step_grouped(traces: pd.DataFrame, iteration: pd.DataFrame, calibration:
                      specs_path: str | None = None, img_px: int = 224, precisions: Any = ("fp32", "fp16"),
                      batch_sizes: Any = (16, 64), coverage: float = 0.9) -> tuple[pd.DataFrame, pd.DataFrame, dict, str]:
     """(summary, interval coverage, frozen efficiency model JSON fitted on all rows of both sources, markdown)."""
-    from traintime.chronos.efficiency_step import EfficiencyStepTime, source_weights
+    from traintime.chronos.efficiency_step import NestedEfficiencyStepTime, source_weights
     from traintime.chronos.roofline_calibration import iteration_step_rows
     from traintime.core.gpudb import gpu_database
     from traintime.predict_public_eval import trace_subset
@@ -211,10 +218,13 @@ def run_step_grouped(traces: pd.DataFrame, iteration: pd.DataFrame, calibration:
     summary, pred, wall = step_grouped_eval(tr, ch, calibration)
     data = both_sources(tr, ch)
     conf, cov = conformal_rows(data, pred, coverage)
-    full = EfficiencyStepTime(trained_on=f"CHRONOS {ch.attrs.get('measured', '')} ({len(ch)} rows) + consumer-GPU "
+    full = NestedEfficiencyStepTime(trained_on=f"CHRONOS {ch.attrs.get('measured', '')} ({len(ch)} rows) + consumer-GPU "
                               f"traces {img_px} px ({len(tr)} rows)")
     full.fit(data, data["measured_ms"], sample_weight=source_weights(data["source"]))
     frozen = {**full.to_json(), "conformal": conf, "wins_grouped": wins(summary)}
+    choices = pred.attrs.get("choices", {})
+    if choices:
+        frozen["outer_fold_feature_sets"] = choices
     return summary, cov, frozen, markdown_grouped(summary, cov, wall, tr.attrs.get("skipped", []), frozen)
 
 
@@ -224,7 +234,8 @@ def markdown_grouped(summary: pd.DataFrame, cov: pd.DataFrame, wall_s: float, sk
              "Compute time (forward + backward + optimizer). Traces: public consumer-GPU traces, 224 px, fp32 + fp16, "
              "batch 16 + 64; CHRONOS: the release's compute_time_ms. `efficiency` is fitted on the training part of "
              "both sources (equal weight per source), `efficiency_chronos_only` on its CHRONOS part only; "
-             "`roofline_calibrated` is predict's current default (CHRONOS only), `roofline_assumed` fits nothing. "
+             "The feature set of `efficiency` (base / kernel) is chosen inside each outer fold by inner 3-fold "
+             "GroupKFold by GPU on the training part. `roofline_calibrated` is predict's current default (CHRONOS only), `roofline_assumed` fits nothing. "
              "Every fit is deterministic (no seeds). `traces external`: fitted on all of CHRONOS, scored on every "
              f"trace row. Wall time: {wall_s:.1f} s.", "",
              "| protocol | method | rows | folds | GPUs | models | MAPE % | median APE % | pairs right % | pred / measured |",
@@ -239,6 +250,10 @@ def markdown_grouped(summary: pd.DataFrame, cov: pd.DataFrame, wall_s: float, sk
               f"Interval of `efficiency` (split conformal, pooled leave-one-GPU-out residuals, {c['groups']} GPUs): "
               f"nominal {c['nominal_coverage']:.0%}, measured {c['measured_coverage']:.1%} on {c['rows']} rows, "
               f"interval factor x/ {c['interval_factor_all_groups']:.2f}."]
+    if frozen.get("outer_fold_feature_sets"):
+        lines += ["", "Feature set chosen by the inner CV (outer folds): " + "; ".join(
+            f"{p}: " + ", ".join(f"{k} {v}" for k, v in c.items()) for p, c in frozen["outer_fold_feature_sets"].items())
+            + f". Frozen model (all rows): {frozen.get('feature_set')}."]
     if skipped:
         lines += ["", f"Traced models predict could not build ({len(skipped)}): " + "; ".join(skipped)]
     return "\n".join(lines) + "\n"

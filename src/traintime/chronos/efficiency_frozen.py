@@ -34,9 +34,14 @@ import pandas as pd
 
 from traintime.chronos.roofline_frozen import roofline_terms
 
-#: efficiency features, in coefficient order after the intercept
-FEATURES: tuple[str, ...] = ("log_flops", "log_flops_per_layer", "log_batch", "log_intensity_over_ridge", "half", "half_x_log_flops",
-                             "log_peak", "log_bandwidth", "transformer")
+#: efficiency features, in coefficient order after the intercept (the ``kernel`` set)
+FEATURES: tuple[str, ...] = ("log_flops", "log_flops_per_layer", "log_batch", "log_intensity_over_ridge", "half",
+                             "half_x_log_flops", "log_peak", "log_bandwidth", "transformer")
+#: named feature sets an estimator may use (``features=``); ``base`` lacks the per-kernel work and batch terms
+FEATURE_SETS: dict[str, tuple[str, ...]] = {
+    "kernel": FEATURES,
+    "base": tuple(f for f in FEATURES if f not in ("log_flops_per_layer", "log_batch")),
+}
 
 
 def efficiency_features(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -65,11 +70,11 @@ def efficiency_features(rows: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]
 
 
 def efficiency_predict(rows: pd.DataFrame, coef: np.ndarray, mean: np.ndarray, scale: np.ndarray,
-                       launch_us: float) -> tuple[np.ndarray, np.ndarray]:
+                       launch_us: float, features: tuple[str, ...] = FEATURES) -> tuple[np.ndarray, np.ndarray]:
     """(step ms, efficiency) of ``rows`` for coefficients ``coef`` (intercept first) on features
-    standardised with ``mean`` / ``scale``."""
+    standardised with ``mean`` / ``scale`` (columns ``features``)."""
     x, t = efficiency_features(rows)
-    z = (x[list(FEATURES)].to_numpy(dtype=float) - mean) / scale
+    z = (x[list(features)].to_numpy(dtype=float) - mean) / scale
     eff = 1.0 / (1.0 + np.exp(-(coef[0] + z @ coef[1:])))
     bound = np.maximum(t["compute_ms"].to_numpy(), t["memory_ms"].to_numpy())
     return t["launch_ms"].to_numpy() * launch_us + bound / eff, eff
@@ -87,6 +92,7 @@ class FrozenEfficiency:
         self.mean = np.asarray(params["mean"], dtype=float)
         self.scale = np.asarray(params["scale"], dtype=float)
         self.launch_us = float(params["launch_us"])
+        self.features = tuple(params.get("features", FEATURES))
 
     @property
     def label(self) -> str:
@@ -94,7 +100,7 @@ class FrozenEfficiency:
         return f"roofline x learned efficiency (sigmoid of work size, intensity, precision, GPU peak / bandwidth; {src})"
 
     def predict(self, rows: pd.DataFrame) -> np.ndarray:
-        return efficiency_predict(rows, self.coef, self.mean, self.scale, self.launch_us)[0]
+        return efficiency_predict(rows, self.coef, self.mean, self.scale, self.launch_us, self.features)[0]
 
 
 def load_frozen_efficiency(path: Any) -> FrozenEfficiency | None:

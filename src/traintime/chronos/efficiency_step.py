@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, RegressorMixin
 
-from traintime.chronos.efficiency_frozen import FEATURES, FrozenEfficiency, efficiency_features, efficiency_predict
+from traintime.chronos.efficiency_frozen import FEATURE_SETS, FrozenEfficiency, efficiency_features, efficiency_predict
 from traintime.core.errors import SchemaError
 
 
@@ -38,12 +38,21 @@ class EfficiencyStepTime(RegressorMixin, BaseEstimator):
     alpha : ridge penalty on the standardised efficiency coefficients (default 0.01).
     launch_us : start value of the per-kernel launch floor in microseconds (fitted).
     trained_on : free text naming the training data (kept in the frozen JSON and the output label).
+    features : name of the feature set (:data:`~traintime.chronos.efficiency_frozen.FEATURE_SETS`; default ``kernel``).
     """
 
-    def __init__(self, alpha: float = 0.01, launch_us: float = 5.0, trained_on: str = "") -> None:
+    def __init__(self, alpha: float = 0.01, launch_us: float = 5.0, trained_on: str = "",
+                 features: str = "kernel") -> None:
         self.alpha = alpha
         self.launch_us = launch_us
         self.trained_on = trained_on
+        self.features = features
+
+    def _features(self) -> tuple[str, ...]:
+        if self.features not in FEATURE_SETS:
+            raise SchemaError(f"efficiency model: feature set {self.features!r} is unknown (use one of "
+                              f"{', '.join(FEATURE_SETS)})")
+        return FEATURE_SETS[self.features]
 
     def fit(self, rows: pd.DataFrame, y_ms: Any, sample_weight: Any = None) -> EfficiencyStepTime:
         from scipy.optimize import least_squares
@@ -51,13 +60,14 @@ class EfficiencyStepTime(RegressorMixin, BaseEstimator):
         y = np.asarray(y_ms, dtype=float)
         if len(y) != len(rows):
             raise SchemaError(f"step rows ({len(rows)}) and measured times ({len(y)}) differ in length")
+        feats = self._features()
         x, t = efficiency_features(rows)
-        xv = x[list(FEATURES)].to_numpy(dtype=float)
+        xv = x[list(feats)].to_numpy(dtype=float)
         bound = np.maximum(t["compute_ms"].to_numpy(), t["memory_ms"].to_numpy())
         launch1 = t["launch_ms"].to_numpy()
         ok = (y > 0) & np.isfinite(xv).all(axis=1) & np.isfinite(bound) & (bound > 0)
-        if ok.sum() < len(FEATURES) + 2:
-            raise SchemaError(f"efficiency model: {int(ok.sum())} usable rows, need >= {len(FEATURES) + 2}")
+        if ok.sum() < len(feats) + 2:
+            raise SchemaError(f"efficiency model: {int(ok.sum())} usable rows, need >= {len(feats) + 2}")
         w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
         xv, bound, launch1, ly, sw = xv[ok], bound[ok], launch1[ok], np.log(y[ok]), np.sqrt(w[ok] / w[ok].mean())
         mean = xv.mean(axis=0)
@@ -98,19 +108,74 @@ class EfficiencyStepTime(RegressorMixin, BaseEstimator):
 
     def predict(self, rows: pd.DataFrame) -> np.ndarray:
         self._check_fitted()
-        return efficiency_predict(rows, self.coef_, self.mean_, self.scale_, self.launch_us_)[0]
+        return efficiency_predict(rows, self.coef_, self.mean_, self.scale_, self.launch_us_, self._features())[0]
 
     def efficiency(self, rows: pd.DataFrame) -> np.ndarray:
         """Fitted fraction of the roofline bound reached, per row."""
         self._check_fitted()
-        return efficiency_predict(rows, self.coef_, self.mean_, self.scale_, self.launch_us_)[1]
+        return efficiency_predict(rows, self.coef_, self.mean_, self.scale_, self.launch_us_, self._features())[1]
 
     def to_json(self) -> dict[str, Any]:
         """Frozen parameters for :class:`~traintime.chronos.efficiency_frozen.FrozenEfficiency`."""
         self._check_fitted()
-        return {"model": "efficiency", "features": list(FEATURES), "coef": self.coef_.tolist(),
+        return {"model": "efficiency", "feature_set": self.features, "features": list(self._features()), "coef": self.coef_.tolist(),
                 "mean": self.mean_.tolist(), "scale": self.scale_.tolist(), "launch_us": self.launch_us_,
                 "alpha": self.alpha, "rows": self.n_rows_, "trained_on": self.trained_on}
 
     def frozen(self) -> FrozenEfficiency:
         return FrozenEfficiency(self.to_json())
+
+
+class NestedEfficiencyStepTime(RegressorMixin, BaseEstimator):
+    """:class:`EfficiencyStepTime` whose feature set is chosen *inside* ``fit`` by grouped inner cross-validation
+    on the training rows only (``GroupKFold`` by GPU, ``inner_splits`` folds, deterministic): the candidate with
+    the lowest weighted mean absolute percentage error over the inner held-out rows is refitted on all rows. So an
+    outer fold's test rows never take part in the choice.
+
+    Parameters
+    ----------
+    candidates : feature-set names tried (:data:`~traintime.chronos.efficiency_frozen.FEATURE_SETS`).
+    inner_splits : inner folds (at most the number of training GPUs).
+    alpha, trained_on : passed to :class:`EfficiencyStepTime`.
+    """
+
+    def __init__(self, candidates: tuple[str, ...] = ("base", "kernel"), inner_splits: int = 3, alpha: float = 0.01,
+                 trained_on: str = "") -> None:
+        self.candidates = candidates
+        self.inner_splits = inner_splits
+        self.alpha = alpha
+        self.trained_on = trained_on
+
+    def fit(self, rows: pd.DataFrame, y_ms: Any, sample_weight: Any = None) -> NestedEfficiencyStepTime:
+        from sklearn.model_selection import GroupKFold
+
+        y = np.asarray(y_ms, dtype=float)
+        w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
+        groups = rows["gpu"].astype(str).to_numpy()
+        k = min(int(self.inner_splits), len(np.unique(groups)))
+        scores: dict[str, float] = {}
+        for cand in self.candidates:
+            if k < 2:
+                scores[cand] = float("nan")
+                continue
+            err = np.full(len(y), np.nan)
+            for tr, te in GroupKFold(n_splits=k).split(rows, y, groups):
+                m = EfficiencyStepTime(alpha=self.alpha, features=cand).fit(rows.iloc[tr], y[tr], w[tr])
+                err[te] = np.abs(m.predict(rows.iloc[te]) / y[te] - 1)
+            ok = np.isfinite(err)
+            scores[cand] = float(100 * np.sum(w[ok] * err[ok]) / np.sum(w[ok]))
+        finite = {c: s for c, s in scores.items() if s == s}
+        self.best_ = min(finite, key=finite.get) if finite else self.candidates[-1]
+        self.inner_mape_ = scores
+        self.model_ = EfficiencyStepTime(alpha=self.alpha, trained_on=self.trained_on, features=self.best_)
+        self.model_.fit(rows, y, sample_weight)
+        return self
+
+    def predict(self, rows: pd.DataFrame) -> np.ndarray:
+        if not hasattr(self, "model_"):
+            raise SchemaError("NestedEfficiencyStepTime is not fitted: call fit() first")
+        return self.model_.predict(rows)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.model_.to_json(), "selection": {"inner_splits": self.inner_splits, "by": "GroupKFold by GPU",
+                                                       "inner_weighted_mape_pct": self.inner_mape_}}
