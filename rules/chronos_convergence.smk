@@ -96,7 +96,7 @@ rule convergence_model:
     params:
         method=CONV["final_method"],
         seed=config["seeds"][0],
-        train_on=config["collect"].get("train_on", "released_and_local"),
+        train_on=config["collect"]["train_on"],
     log:
         f"{LOGS}/convergence/model.log",
     benchmark:

@@ -10,7 +10,7 @@ CI_PROTOCOLS = CI["protocols"]
 CI_PRED = f"{DATA}/iteration_predictions"
 CI_MODEL = f"{MODELS}/iteration/iteration_model"
 # collect.train_on (released_and_local | released_only): the saved models also learn the merged local rows
-TRAIN_LOCAL = config["collect"].get("train_on", "released_and_local") == "released_and_local"
+TRAIN_LOCAL = config["collect"]["train_on"] == "released_and_local"
 
 
 rule chronos_iteration_normalise:
@@ -166,7 +166,7 @@ rule chronos_iteration_model:
         clean=CI["clean"],
         test_only=CI["test_only"],
         gpu_specs=config["gpu_specs"],
-        train_on=config["collect"].get("train_on", "released_and_local"),
+        train_on=config["collect"]["train_on"],
     threads: 1
     log:
         f"{LOGS}/chronos_iteration/model.log",

@@ -1,6 +1,6 @@
 # Calibration of `traintime predict`'s roofline step model and measured coverage of its intervals.
 
-PRED_INT = config.get("predict_intervals", {})
+PRED_INT = config["predict_intervals"]
 
 
 rule predict_interval_coverage:
@@ -19,10 +19,10 @@ rule predict_interval_coverage:
                    category="Prediction (traintime predict)"),
         md=f"{TABLES}/predict_interval_coverage.md",
     params:
-        coverage=PRED_INT.get("coverage", 0.9),
+        coverage=PRED_INT["coverage"],
         method=config["chronos_convergence"]["final_method"],
         gpu_specs=config["gpu_specs"],
-        train_on=config["collect"].get("train_on", "released_and_local"),
+        train_on=config["collect"]["train_on"],
     threads: 1
     log:
         f"{LOGS}/predict/interval_coverage.log",
@@ -62,7 +62,7 @@ rule predict_public_eval:
         batch_sizes=PUB["batch_sizes"],
         models=PUB["models"],
         operator_models=PUB["operator_models"],
-        cache_dir=PUB.get("cache_dir", f"{RESULTS}/cache/predict"),
+        cache_dir=PUB["cache_dir"],
         gpu_specs=config["gpu_specs"],
     threads: 1
     log:
@@ -101,3 +101,38 @@ rule predict_cli_example:
 
 
 ALL_TARGETS.append(f"{RESULTS}/predict_cli_example.txt")
+
+
+rule predict_step_grouped:
+    """Step-time models on grouped outer folds of both sources (traces: leave one GPU / model / generation out;
+    CHRONOS: leave one GPU out; plus the external check fitted on CHRONOS only), and the efficiency step model
+    (`--step-model efficiency`) fitted on both sources, frozen with its conformal half-width."""
+    input:
+        traces=f"{DATA}/traces.csv",
+        iteration=f"{DATA}/iteration.csv",
+        calibration=f"{RESULTS}/models/steptime/roofline_calibration.json",
+        lib=lib("predict_step_grouped"),
+    output:
+        csv=f"{TABLES}/predict_step_grouped.csv",
+        md=f"{TABLES}/predict_step_grouped.md",
+        coverage_csv=f"{TABLES}/predict_step_grouped_coverage.csv",
+        model=f"{RESULTS}/models/steptime/efficiency_model.json",
+    params:
+        img_px=PUB["img_px"],
+        precisions=PUB["precisions"],
+        batch_sizes=PUB["batch_sizes"],
+        cache_dir=PUB["cache_dir"],
+        coverage=PRED_INT["coverage"],
+        gpu_specs=config["gpu_specs"],
+    threads: 1
+    log:
+        f"{LOGS}/predict/step_grouped.log",
+    benchmark:
+        bench(f"{LOGS}/predict/step_grouped.log")
+    conda:
+        env("torch")
+    script:
+        "../workflow_scripts/predict_step_grouped.py"
+
+
+ALL_TARGETS.extend(rules.predict_step_grouped.output)

@@ -1,0 +1,259 @@
+"""Grouped evaluation of ``predict``'s step-time models on both data sources (rule ``predict_step_grouped``).
+
+Data (compute time: forward + backward + optimizer, no DataLoader wait, on both sources)
+    ``traces``: the public consumer-GPU traces in the subset of :mod:`traintime.predict_public_eval` (19 RTX GPUs,
+    60 timm models, 224 px, fp32 + fp16, batch 16 + 64), with the static features of ``predict --no-probe``;
+    ``chronos``: the release's ``compute_time_ms`` rows (:func:`traintime.chronos.roofline_calibration.iteration_step_rows`).
+Protocols (outer folds only; nothing is chosen on a held-out fold; every fit is deterministic, so no seeds)
+    ``traces LOGO`` (leave one GPU out), ``traces LOMO`` (leave one model out: the model is also removed from
+    CHRONOS when it has the same name), ``traces LOGenO`` (leave one generation out: Ampere / Ada / Blackwell from
+    the RTX series number), ``chronos LOGO`` (leave one CHRONOS GPU out; the same name is removed from the traces
+    too), and ``traces external`` (fitted on CHRONOS only, scored on every trace row: the traces never seen).
+Methods
+    ``efficiency`` (:class:`traintime.chronos.efficiency_step.NestedEfficiencyStepTime`, one model fitted on the
+    training part of both sources, each source weighted equally; its feature set, ``base`` or ``kernel``, is
+    chosen by inner GroupKFold-by-GPU on that training part only), ``efficiency_chronos_only`` (the same fitted on
+    the CHRONOS part of the training fold only; run on CHRONOS LOGO and the external check, since on the other
+    trace folds its training data, all of CHRONOS, is that of the external check), ``roofline_calibrated`` (predict's current default: per-family
+    constants fitted on CHRONOS; on CHRONOS LOGO refitted without the held-out GPU; on the trace protocols the
+    saved calibration, which never saw a trace) and ``roofline_assumed`` (constants 0.40 / 0.60 / 5 us, nothing fitted).
+Metrics
+    MAPE and median APE over the out-of-fold rows; GPU pairs ordered right within each workload
+    (:func:`traintime.predict_public_eval.pair_order`).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from traintime.predict_public_eval import PRECISION, TRACE_NUM_CLASSES, TRACE_OPTIMIZER, pair_order
+
+GENERATIONS = {"3": "Ampere", "4": "Ada", "5": "Blackwell"}
+KEY = ["model", "img_px", "batch_size", "precision"]
+
+
+def generation(gpu: str) -> str:
+    """Ampere / Ada / Blackwell of an RTX 30 / 40 / 50 card ('other' when the name has no such number)."""
+    m = re.search(r"RTX[\s_-]*([345])0\d0", str(gpu), flags=re.I)
+    return GENERATIONS[m.group(1)] if m else "other"
+
+
+def trace_step_rows(subset: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataFrame:
+    """Step rows (predict's static features) of the measured trace rows, with ``measured_ms``; attrs['skipped']."""
+    from traintime.core.errors import TraintimeError
+    from traintime.predict_static import make_workload, step_rows
+
+    spec = gpus.drop_duplicates("gpu").set_index("gpu")
+    out, skipped = [], []
+    for (model, px, batch, prec), g in subset.groupby(KEY, sort=True):
+        try:
+            w = make_workload(model, int(batch), PRECISION[prec], TRACE_OPTIMIZER, input_size=int(px),
+                              num_classes=TRACE_NUM_CLASSES)
+            rows = step_rows(w, spec.loc[g["gpu"]].reset_index())
+        except TraintimeError as exc:
+            skipped.append(f"{model}: {str(exc).splitlines()[0][:120]}")
+            continue
+        rows["measured_ms"] = g["latency_ms"].to_numpy(dtype=float)
+        rows["trace_precision"] = prec
+        out.append(rows)
+    res = pd.concat(out, ignore_index=True) if out else pd.DataFrame()
+    res.attrs["skipped"] = sorted(set(skipped))
+    return res
+
+
+def both_sources(trace_rows: pd.DataFrame, chronos_rows: pd.DataFrame) -> pd.DataFrame:
+    """One frame of step rows with ``source``, ``img_px`` and ``generation`` (the pooled training data)."""
+    t = trace_rows.assign(source="traces")
+    c = chronos_rows.assign(source="chronos")
+    cols = ["source", "model", "family", "input_px", "batch_size", "precision", "gpu", "flops_train_per_batch",
+            "param_bytes", "grad_bytes", "optimizer_state_bytes", "act_bytes_per_sample", "layers",
+            "fp32_gflops", "fp16_gflops", "memory_bandwidth_gbps", "measured_ms"]
+    d = pd.concat([t[cols], c[cols]], ignore_index=True)
+    d["img_px"] = d["input_px"]
+    d["generation"] = [generation(g) if s == "traces" else "cloud" for g, s in zip(d["gpu"], d["source"])]
+    return d
+
+
+def protocols(data: pd.DataFrame) -> list[tuple[str, str, list[tuple[str, np.ndarray, np.ndarray]]]]:
+    """(protocol, scored source, folds [(held-out group, train mask, test mask)]) of the module doc."""
+    tr = (data["source"] == "traces").to_numpy()
+    ch = ~tr
+    gpu, model, gen = data["gpu"].astype(str).to_numpy(), data["model"].astype(str).to_numpy(), data["generation"].to_numpy()
+    out = []
+    for name, col, src in [("traces LOGO", gpu, tr), ("traces LOMO", model, tr), ("traces LOGenO", gen, tr),
+                           ("chronos LOGO", gpu, ch)]:
+        folds = [(str(g), col != g, src & (col == g)) for g in sorted(np.unique(col[src]))]
+        out.append((name, "traces" if src is tr else "chronos", folds))
+    out.append(("traces external (fit on CHRONOS only)", "traces", [("all traces", ch, tr)]))
+    return out
+
+
+def _calibrated(calibration: dict[str, Any] | None, rows: pd.DataFrame) -> np.ndarray:
+    from traintime.chronos.roofline_frozen import frozen_from_calibration
+
+    p = np.full(len(rows), np.nan)
+    for fam, idx in rows.groupby("family").indices.items():
+        m = frozen_from_calibration(calibration or {}, fam)
+        if m is not None:
+            p[idx] = m.predict(rows.iloc[idx])
+    return p
+
+
+def grouped_predictions(data: pd.DataFrame, calibration: dict[str, Any] | None,
+                        factory: Callable[[], Any] | None = None) -> pd.DataFrame:
+    """Out-of-fold predictions of every method and protocol (module doc); ``factory`` builds the efficiency
+    model (default ``NestedEfficiencyStepTime()``; tests pass a spy). Columns: protocol, fold, method, row, pred_ms."""
+    from traintime.chronos.efficiency_step import NestedEfficiencyStepTime, source_weights
+    from traintime.chronos.roofline_calibration import logo_step_predictions
+    from traintime.chronos.roofline_frozen import FrozenRoofline
+
+    make = factory or NestedEfficiencyStepTime
+    y = data["measured_ms"].to_numpy(dtype=float)
+    src = data["source"].to_numpy()
+    assumed = FrozenRoofline(0.40, 0.60, 5.0, fitted=False).predict(data)
+    chronos_logo = np.full(len(data), np.nan)
+    for fam, idx in data.index[src == "chronos"].groupby(data.loc[src == "chronos", "family"]).items():
+        r = data.loc[idx].copy()
+        if r["gpu"].nunique() >= 3:
+            chronos_logo[data.index.get_indexer(idx)] = logo_step_predictions(r)
+    calibrated = _calibrated(calibration, data)
+    out, choices = [], {}  # choices: protocol -> {feature set chosen by the inner CV: outer folds}
+    for proto, _, folds in protocols(data):
+        external = proto.startswith("traces external")
+        for group, train, test in folds:
+            idx = np.flatnonzero(test)
+            methods: dict[str, np.ndarray] = {}
+            only_ch = train & (src == "chronos")
+            if not external:
+                m = make().fit(data[train], y[train], sample_weight=source_weights(src[train]))
+                methods["efficiency"] = m.predict(data.iloc[idx])
+                if hasattr(m, "best_"):
+                    choices.setdefault(proto, {}).setdefault(m.best_, 0)
+                    choices[proto][m.best_] += 1
+            if external or proto == "chronos LOGO":  # on the trace folds it equals the external fit (no trace rows)
+                methods["efficiency_chronos_only"] = make().fit(data[only_ch], y[only_ch]).predict(data.iloc[idx])
+            methods["roofline_calibrated"] = chronos_logo[idx] if proto == "chronos LOGO" else calibrated[idx]
+            methods["roofline_assumed"] = assumed[idx]
+            for method, p in methods.items():
+                out.append(pd.DataFrame({"protocol": proto, "fold": group, "method": method, "row": idx,
+                                         "pred_ms": np.asarray(p, dtype=float)}))
+    res = pd.concat(out, ignore_index=True)
+    res.attrs["choices"] = choices
+    return res
+
+
+def summarise_grouped(data: pd.DataFrame, pred: pd.DataFrame) -> pd.DataFrame:
+    """Per protocol and method: rows, folds, MAPE, median APE, GPU pairs ordered right (module doc)."""
+    rows = []
+    for (proto, method), g in pred.groupby(["protocol", "method"], sort=False):
+        d = data.iloc[g["row"].to_numpy()][KEY + ["gpu"]].copy()
+        d["latency_ms"] = data["measured_ms"].to_numpy()[g["row"].to_numpy()]
+        d["pred_ms"] = g["pred_ms"].to_numpy()
+        d = d[np.isfinite(d["pred_ms"])]
+        ape = 100 * np.abs(d["pred_ms"] / d["latency_ms"] - 1)
+        right, total = pair_order(d)
+        rows.append({"protocol": proto, "method": method, "rows": len(d), "folds": g["fold"].nunique(),
+                     "gpus": d["gpu"].nunique(), "models": d["model"].nunique(), "mape_pct": float(ape.mean()),
+                     "median_ape_pct": float(ape.median()),
+                     "pairs_right_pct": 100.0 * right / total if total else float("nan"),
+                     "geo_mean_pred_over_measured": float(np.exp(np.mean(np.log(d["pred_ms"] / d["latency_ms"]))))})
+    return pd.DataFrame(rows)
+
+
+def step_grouped_eval(trace_rows: pd.DataFrame, chronos_rows: pd.DataFrame, calibration: dict[str, Any] | None,
+                      factory: Callable[[], Any] | None = None) -> tuple[pd.DataFrame, pd.DataFrame, float]:
+    """(summary, out-of-fold predictions, wall seconds) of the module doc."""
+    t0 = time.perf_counter()
+    data = both_sources(trace_rows, chronos_rows)
+    pred = grouped_predictions(data, calibration, factory)
+    return summarise_grouped(data, pred), pred, time.perf_counter() - t0
+
+
+def wins(summary: pd.DataFrame, new: str = "efficiency", old: str = "roofline_calibrated") -> bool:
+    """True when ``new`` has a lower MAPE than ``old`` on every grouped protocol of both sources."""
+    s = summary[~summary["protocol"].str.startswith("traces external")].pivot(index="protocol", columns="method",
+                                                                             values="mape_pct")
+    return bool(len(s) and (s[new] < s[old]).all())
+
+
+def conformal_rows(data: pd.DataFrame, pred: pd.DataFrame, coverage: float = 0.9) -> tuple[dict[str, Any], pd.DataFrame]:
+    """Split-conformal log half-width of the efficiency model from its pooled leave-one-GPU-out residuals (traces
+    LOGO and CHRONOS LOGO, grouped by GPU; empirical quantile, as predict uses for the roofline) and the measured
+    coverage of that interval (each GPU checked with the half-width of the other GPUs' residuals)."""
+    from traintime.chronos.conformal import SplitConformal, grouped_coverage
+
+    p = pred[(pred["method"] == "efficiency") & pred["protocol"].isin(["traces LOGO", "chronos LOGO"])]
+    y = data["measured_ms"].to_numpy(dtype=float)[p["row"].to_numpy()]
+    yp, groups = p["pred_ms"].to_numpy(dtype=float), data["gpu"].astype(str).to_numpy()[p["row"].to_numpy()]
+    q = SplitConformal(coverage, finite_sample=False).fit(y, yp, groups).log_halfwidth
+    cov = grouped_coverage(y, yp, groups, coverage, finite_sample=False)
+    conf = {"coverage": coverage, "step_log_halfwidth": float(q), "groups": int(len(set(groups))),
+            "residuals": "pooled leave-one-GPU-out (traces LOGO + CHRONOS LOGO)"}
+    table = pd.DataFrame([{"quantity": "step_ms (efficiency, leave-one-GPU-out, both sources)", "family": "all",
+                           "variant": "empirical quantile", "nominal_coverage": coverage,
+                           "measured_coverage": cov["measured"], "rows": cov["n"], "groups": cov["groups"],
+                           "interval_factor_all_groups": float(np.exp(q)),
+                           "median_interval_factor_held_out": float(np.exp(cov["median_log_halfwidth"]))}])
+    return conf, table
+
+
+def run_step_grouped(traces: pd.DataFrame, iteration: pd.DataFrame, calibration: dict[str, Any] | None,
+                     specs_path: str | None = None, img_px: int = 224, precisions: Any = ("fp32", "fp16"),
+                     batch_sizes: Any = (16, 64), coverage: float = 0.9) -> tuple[pd.DataFrame, pd.DataFrame, dict, str]:
+    """(summary, interval coverage, frozen efficiency model JSON fitted on all rows of both sources, markdown)."""
+    from traintime.chronos.efficiency_step import NestedEfficiencyStepTime, source_weights
+    from traintime.chronos.roofline_calibration import iteration_step_rows
+    from traintime.core.gpudb import gpu_database
+    from traintime.predict_public_eval import trace_subset
+
+    specs = gpu_database(specs_path)
+    tr = trace_step_rows(trace_subset(traces, img_px, precisions, batch_sizes), specs)
+    ch = iteration_step_rows(iteration, specs)
+    summary, pred, wall = step_grouped_eval(tr, ch, calibration)
+    data = both_sources(tr, ch)
+    conf, cov = conformal_rows(data, pred, coverage)
+    full = NestedEfficiencyStepTime(trained_on=f"CHRONOS {ch.attrs.get('measured', '')} ({len(ch)} rows) + consumer-GPU "
+                              f"traces {img_px} px ({len(tr)} rows)")
+    full.fit(data, data["measured_ms"], sample_weight=source_weights(data["source"]))
+    frozen = {**full.to_json(), "conformal": conf, "wins_grouped": wins(summary)}
+    choices = pred.attrs.get("choices", {})
+    if choices:
+        frozen["outer_fold_feature_sets"] = choices
+    return summary, cov, frozen, markdown_grouped(summary, cov, wall, tr.attrs.get("skipped", []), frozen)
+
+
+def markdown_grouped(summary: pd.DataFrame, cov: pd.DataFrame, wall_s: float, skipped: list[str],
+                     frozen: dict[str, Any]) -> str:
+    lines = ["# Step-time models of `traintime predict` on grouped outer folds, both data sources", "",
+             "Compute time (forward + backward + optimizer). Traces: public consumer-GPU traces, 224 px, fp32 + fp16, "
+             "batch 16 + 64; CHRONOS: the release's compute_time_ms. `efficiency` is fitted on the training part of "
+             "both sources (equal weight per source), `efficiency_chronos_only` on its CHRONOS part only; "
+             "The feature set of `efficiency` (base / kernel) is chosen inside each outer fold by inner 3-fold "
+             "GroupKFold by GPU on the training part. `roofline_calibrated` is predict's current default (CHRONOS only), `roofline_assumed` fits nothing. "
+             "Every fit is deterministic (no seeds). `traces external`: fitted on all of CHRONOS, scored on every "
+             f"trace row. Wall time: {wall_s:.1f} s.", "",
+             "| protocol | method | rows | folds | GPUs | models | MAPE % | median APE % | pairs right % | pred / measured |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    for _, r in summary.iterrows():
+        lines.append(f"| {r['protocol']} | {r['method']} | {r['rows']} | {r['folds']} | {r['gpus']} | {r['models']} | "
+                     f"{r['mape_pct']:.1f} | {r['median_ape_pct']:.1f} | {r['pairs_right_pct']:.1f} | "
+                     f"{r['geo_mean_pred_over_measured']:.2f} |")
+    c = cov.iloc[0]
+    lines += ["", f"`efficiency` beats `roofline_calibrated` (MAPE) on every grouped protocol of both sources: "
+              f"{'yes' if frozen['wins_grouped'] else 'no'}.", "",
+              f"Interval of `efficiency` (split conformal, pooled leave-one-GPU-out residuals, {c['groups']} GPUs): "
+              f"nominal {c['nominal_coverage']:.0%}, measured {c['measured_coverage']:.1%} on {c['rows']} rows, "
+              f"interval factor x/ {c['interval_factor_all_groups']:.2f}."]
+    if frozen.get("outer_fold_feature_sets"):
+        lines += ["", "Feature set chosen by the inner CV (outer folds): " + "; ".join(
+            f"{p}: " + ", ".join(f"{k} {v}" for k, v in c.items()) for p, c in frozen["outer_fold_feature_sets"].items())
+            + f". Frozen model (all rows): {frozen.get('feature_set')}."]
+    if skipped:
+        lines += ["", f"Traced models predict could not build ({len(skipped)}): " + "; ".join(skipped)]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,113 @@
+"""The grouped evaluation of the step models never fits on the held-out group (spy), on synthetic rows."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from traintime.chronos.efficiency_step import EfficiencyStepTime
+from traintime.predict_step_grouped import both_sources, generation, protocols, step_grouped_eval, wins
+
+FITS: list[pd.DataFrame] = []
+
+
+class SpyEfficiency(EfficiencyStepTime):
+    """Records every training frame it is fitted on."""
+
+    def fit(self, rows, y_ms, sample_weight=None):  # type: ignore[override]
+        FITS.append(rows.copy())
+        return super().fit(rows, y_ms, sample_weight)
+
+
+def _rows(source_gpus: list[str], models: list[str], rng: np.random.Generator) -> pd.DataFrame:
+    """Synthetic step rows (labelled synthetic: no measurement) with a made-up measured time."""
+    recs = []
+    for gi, gpu in enumerate(source_gpus):
+        for mi, model in enumerate(models):
+            for batch in (16, 64):
+                recs.append({"model": model, "family": "CNN", "input_px": 224, "batch_size": batch, "precision": "32",
+                             "gpu": gpu, "flops_train_per_batch": 1e9 * (mi + 1) * batch,
+                             "param_bytes": 1e7 * (mi + 1), "grad_bytes": 1e7 * (mi + 1),
+                             "optimizer_state_bytes": 0.0, "act_bytes_per_sample": 1e6, "layers": 50.0,
+                             "fp32_gflops": 1e4 * (gi + 1), "fp16_gflops": 2e4 * (gi + 1),
+                             "memory_bandwidth_gbps": 300.0 * (gi + 1)})
+    d = pd.DataFrame(recs)
+    d["measured_ms"] = d["flops_train_per_batch"] / d["fp32_gflops"] / 1e6 / 0.3 * rng.uniform(0.9, 1.1, len(d))
+    return d
+
+
+def test_generation_from_rtx_series() -> None:
+    assert [generation(g) for g in ("GeForce RTX 3090", "RTX 4060 Ti", "RTX 5090", "T4")] == \
+        ["Ampere", "Ada", "Blackwell", "other"]
+
+
+def test_grouped_evaluation_never_fits_on_the_held_out_group() -> None:
+    rng = np.random.default_rng(0)
+    traces = _rows(["RTX 3080", "RTX 3090", "RTX 4080", "RTX 4090", "RTX 5080"], ["m1", "m2", "m3", "m4"], rng)
+    chronos = _rows(["T4", "V100", "A100"], ["m1", "c2", "c3"], rng)
+    FITS.clear()
+    summary, pred, _ = step_grouped_eval(traces, chronos, None, factory=SpyEfficiency)
+    data = both_sources(traces, chronos)
+    folds = [(p, g, test) for p, _, fs in protocols(data) for g, _, test in fs]
+    # per fold: one fit on both sources (not for the external protocol), one on CHRONOS only on CHRONOS LOGO
+    # and the external protocol
+    n_fits = {p: (1 if p.startswith("traces") else 2) for p, _, _ in folds}
+    assert len(FITS) == sum(n_fits[p] for p, _, _ in folds)
+    i = 0
+    for proto, group, test in folds:
+        n = n_fits[proto]
+        col = {"traces LOGO": "gpu", "chronos LOGO": "gpu", "traces LOMO": "model", "traces LOGenO": "generation"}
+        for fit in FITS[i:i + n]:
+            if proto in col:
+                key = fit["gpu"] if col[proto] == "gpu" else fit["model"]
+                if col[proto] == "generation":
+                    key = fit["gpu"].map(generation)
+                assert group not in set(key.astype(str)), (proto, group)
+            else:  # external: fitted on CHRONOS GPUs only
+                assert not set(fit["gpu"]) & set(traces["gpu"])
+        i += n
+        assert set(pred.loc[(pred["protocol"] == proto) & (pred["fold"] == group), "row"]) == set(np.flatnonzero(test))
+    # every protocol scores every row of its source once per method
+    eff = pred[(pred["method"] == "efficiency") & (pred["protocol"] == "traces LOGO")]
+    assert sorted(eff["row"]) == list(range(len(traces)))
+    assert {"efficiency", "roofline_assumed", "roofline_calibrated", "efficiency_chronos_only"} <= set(summary["method"])
+    assert isinstance(wins(summary), bool)
+
+
+def test_predict_with_efficiency_model_names_it_and_ranks_a100_faster_than_t4(tmp_path) -> None:
+    import io
+    import json
+
+    from test_efficiency_step import synthetic_rows, true_law
+    from traintime.cli import build_parser
+    from traintime.predict_run import run_predict
+
+    rows = synthetic_rows(300, np.random.default_rng(3), (9.0, 13.0))
+    m = EfficiencyStepTime(trained_on="SYNTHETIC test rows").fit(rows, true_law(rows))
+    (tmp_path / "m" / "steptime").mkdir(parents=True)
+    (tmp_path / "d").mkdir()
+    doc = {**m.to_json(), "conformal": {"coverage": 0.9, "step_log_halfwidth": 0.2, "groups": 5}}
+    (tmp_path / "m" / "steptime" / "efficiency_model.json").write_text(json.dumps(doc))
+    base = ["predict", "--model", "resnet50", "--dataset", "imagenet", "--no-probe", "--gpus", "T4,A100-PCIe-80GB",
+            "--models-dir", str(tmp_path / "m"), "--data-dir", str(tmp_path / "d"), "--step-model", "efficiency"]
+    out = io.StringIO()
+    run_predict(build_parser().parse_args(base), out=out)
+    assert "step-time model (--step-model efficiency)" in out.getvalue()
+    assert "SYNTHETIC test rows" in out.getvalue()
+    out = io.StringIO()
+    run_predict(build_parser().parse_args(base + ["--json"]), out=out)
+    recs = {r["gpu"]: r for r in json.loads(out.getvalue())}
+    assert recs["A100-PCIe-80GB"]["step_ms"] < recs["T4"]["step_ms"]
+    assert recs["T4"]["step_ms_low"] < recs["T4"]["step_ms"] < recs["T4"]["step_ms_high"]
+
+
+def test_efficiency_step_model_missing_file_is_one_line(tmp_path) -> None:
+    import pytest
+
+    from traintime.core.errors import DataUnavailableError
+    from traintime.core.gpudb import gpu_database
+    from traintime.predict_run import default_step_model
+
+    with pytest.raises(DataUnavailableError, match="efficiency_model.json") as exc:
+        default_step_model(tmp_path, tmp_path, "CNN", gpu_database(None), 0.9, None, "efficiency")
+    assert "\n" not in str(exc.value)

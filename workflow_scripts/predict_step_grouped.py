@@ -1,0 +1,29 @@
+"""Step-time models of `traintime predict` on grouped outer folds of the traces and CHRONOS, and the frozen
+efficiency model (rule predict_step_grouped)."""
+
+import json
+import os
+from pathlib import Path
+
+from traintime.core.io import read_csv
+from traintime.core.workflow import run_script
+
+
+def main(snakemake):
+    p = snakemake.params
+    os.environ["TRAINTIME_CACHE"] = str(Path(p.cache_dir).resolve())  # static features of every traced model
+    from traintime.predict_step_grouped import run_step_grouped
+
+    cal = json.loads(Path(snakemake.input.calibration).read_text())
+    summary, cov, frozen, md = run_step_grouped(read_csv(snakemake.input.traces),
+                                                read_csv(snakemake.input.iteration, low_memory=False), cal,
+                                                p.gpu_specs, p.img_px, p.precisions, p.batch_sizes, p.coverage)
+    summary.to_csv(snakemake.output.csv, index=False)
+    cov.to_csv(snakemake.output.coverage_csv, index=False)
+    Path(snakemake.output.md).write_text(md)
+    Path(snakemake.output.model).parent.mkdir(parents=True, exist_ok=True)
+    Path(snakemake.output.model).write_text(json.dumps(frozen, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    run_script(main, "predict_step_grouped", globals())
