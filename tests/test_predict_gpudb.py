@@ -64,3 +64,24 @@ def test_project_prices_have_date_and_source() -> None:
     db = gpu_database()
     priced = db[db["price_per_hour_usd"].notna()]
     assert len(priced) and priced["price_date"].notna().all() and priced["price_source"].notna().all()
+
+
+def test_spec_row_writes_one_valid_priced_row_that_predict_tables_accept(tmp_path, capsys) -> None:
+    from traintime.core.specs import GPU_SPECS, load_specs, merge_specs
+
+    assert main(["gpus", "--spec-row", "RTX A6000", "--as", "RTX-A6000", "--price", "0.49",
+                 "--price-date", "2026-01-15", "--price-source", "test"]) == 0
+    out = tmp_path / "mine.csv"
+    out.write_text(capsys.readouterr().out)
+    row = GPU_SPECS.validate(pd.read_csv(out), source=str(out))
+    assert list(row["gpu"]) == ["RTX-A6000"] and "RTX A6000" in row["aliases"].iloc[0]
+    assert row["price_per_hour_usd"].iloc[0] == 0.49 and row["sms"].iloc[0] == 84
+    merged = merge_specs(load_specs(), out)
+    assert "RTX-A6000" in set(merged["gpu"]) and len(merged) == len(load_specs()) + 1
+
+
+def test_spec_row_refuses_a_price_without_date_and_source_and_an_ambiguous_name(capsys) -> None:
+    assert main(["gpus", "--spec-row", "T4", "--price", "1"]) == 2
+    assert "--price-date" in capsys.readouterr().err
+    assert main(["gpus", "--spec-row", "A100"]) == 2
+    assert "ambiguous" in capsys.readouterr().err

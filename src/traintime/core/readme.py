@@ -77,6 +77,12 @@ BLOCKS: dict[str, tuple[str, Callable[[Path], str]]] = {
     "emulation": ("tables/emulation_table1.csv", lambda p: _table(
         p, ["method", "host_gpu", "n_seeds", "n_gpus", "n", "mape", "mape_sd", "spearman", "pearson_log"])),
     "dag-cost": ("tables/dag_cost.csv", _dag_cost),
+    "predict-public": ("tables/predict_public_eval.csv", lambda p: _table(
+        p, ["method", "rows", "models", "gpus", "mape_pct", "median_ape_pct", "pairs_right_pct",
+            "geo_mean_pred_over_measured"], query="slice == 'all'", digits=".1f")),
+    "predict-step-grouped": ("tables/predict_step_grouped.csv", lambda p: _table(
+        p, ["protocol", "method", "rows", "folds", "gpus", "models", "mape_pct", "median_ape_pct",
+            "pairs_right_pct", "geo_mean_pred_over_measured"], digits=".1f")),
     "predict-example": ("predict_cli_example.txt", lambda p: _console(p)),
 }
 
