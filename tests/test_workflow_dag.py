@@ -194,3 +194,18 @@ def test_rules_use_the_torch_env_exactly_when_their_code_imports_torch(workflow)
         needs = imports_torch or rule.name.startswith("emulation_host_")
         env = Path(str(rule.conda_env)).name
         assert env == ("torch.yaml" if needs else "analysis.yaml"), f"{rule.name}: {env}"
+
+
+def test_adding_a_seed_runs_only_that_seeds_iteration_jobs(built_copy):
+    """Seed is a wildcard of the iteration stage: a fourth seed adds one evaluate job per (protocol, family)
+    for that seed; the parts of the other seeds stay; the aggregation (merge) and what reads it rerun."""
+    res = _run(built_copy, "-n", "--config", "seeds=[42, 0, 1, 7]")
+    text = res.stdout + res.stderr
+    blocks = re.findall(r"^(?:local)?rule (\w+):\n((?:[ \t]+.*\n)+)", text, re.M)
+    evaluate = [dict(kv.split("=", 1) for kv in re.search(r"wildcards: (.*)", body).group(1).split(", "))
+                for rule, body in blocks if rule == "chronos_iteration_evaluate"]
+    assert evaluate, text[-3000:]
+    assert {w["seed"] for w in evaluate} == {"7"}
+    assert len(evaluate) == 5 * 3  # every protocol x family, the new seed only
+    rules = {rule for rule, _ in blocks}
+    assert {"chronos_iteration_merge", "chronos_iteration_tables", "end_to_end_out_of_sample"} <= rules
