@@ -217,7 +217,8 @@ rule end_to_end_out_of_sample:
         predictions=f"{CI_PRED}/{CI['end_to_end']['protocol']}.csv",
         lib=lib("end_to_end_out_of_sample"),
     output:
-        csv=f"{TABLES}/end_to_end_out_of_sample.csv",
+        csv=report(f"{TABLES}/end_to_end_out_of_sample.csv", caption="../report/end_to_end_out_of_sample.rst",
+                   category="CHRONOS end-to-end"),
         md=f"{TABLES}/end_to_end_out_of_sample.md",
         pairs=f"{TABLES}/end_to_end_out_of_sample_pairs.csv",
     params:
