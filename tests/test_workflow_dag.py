@@ -199,7 +199,8 @@ def test_rules_use_the_torch_env_exactly_when_their_code_imports_torch(workflow)
 def test_adding_a_seed_runs_only_that_seeds_iteration_jobs(built_copy):
     """Seed is a wildcard of the iteration stage: a fourth seed adds one evaluate job per (protocol, family)
     for that seed; the parts of the other seeds stay; the aggregation (merge) and what reads it rerun."""
-    res = _run(built_copy, "-n", "--config", "seeds=[42, 0, 1, 7]")
+    (built_copy / "four_seeds.yaml").write_text("seeds: [42, 0, 1, 7]\n")
+    res = _run(built_copy, "-n", "--configfile", "config.yaml", "four_seeds.yaml")
     text = res.stdout + res.stderr
     blocks = re.findall(r"^(?:local)?rule (\w+):\n((?:[ \t]+.*\n)+)", text, re.M)
     evaluate = [dict(kv.split("=", 1) for kv in re.search(r"wildcards: (.*)", body).group(1).split(", "))
