@@ -1,19 +1,19 @@
 """Iteration-time tables from the merged test predictions (rule chronos_iteration_tables)."""
 
+import pandas as pd
+
 from traintime.chronos.iteration_tables import (
     GROUPED_PROTOCOLS,
     grouped_summary,
     grouped_table,
     load_predictions,
     load_reference,
-    nested_choices_table,
     per_model_long,
     per_model_rmse_table,
     per_seed_summary,
     regressors_table,
 )
-import pandas as pd
-
+from traintime.chronos.selection import nested_choices_table
 from traintime.core.io import read_csv, write_csv, write_table
 from traintime.core.workflow import run_script
 

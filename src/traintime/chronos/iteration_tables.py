@@ -414,26 +414,3 @@ def figure_seed_spread(pred: pd.DataFrame, ref: pd.DataFrame, path: str | os.Pat
     ax.grid(True, axis="y", lw=0.3, alpha=0.5)
     savefig(fig, path)
 
-
-# --- nested selection ------------------------------------------------------------------------------
-def nested_choices_table(choices: pd.DataFrame) -> pd.DataFrame:
-    """How often the nested procedure chose each candidate (``iteration_nested_choices``): per protocol,
-    family and candidate, the number of (outer fold, seed) choices it won, their share, and its mean inner
-    score (MAPE % on the inner held-out groups; computed on outer-training rows only)."""
-    cols = ["protocol", "family", "candidate", "n_chosen", "n_choices", "chosen_share_pct",
-            "inner_score_mape_pct_mean", "n_seeds"]
-    if choices.empty:
-        return pd.DataFrame(columns=cols)
-    ch = choices.copy()
-    ch["chosen"] = ch["chosen"].astype(str).str.lower().isin(("true", "1"))
-    rows = []
-    for (prot, fam, cand), g in ch.groupby(["protocol", "family", "candidate"], sort=True):
-        n = int(g[["seed", "fold"]].drop_duplicates().shape[0])
-        rows.append({"protocol": prot, "family": fam, "candidate": cand, "n_chosen": int(g["chosen"].sum()),
-                     "n_choices": n, "chosen_share_pct": 100.0 * float(g["chosen"].sum()) / max(1, n),
-                     "inner_score_mape_pct_mean": float(pd.to_numeric(g["inner_score_mape_pct"]).mean()),
-                     "n_seeds": int(g["seed"].nunique())})
-    out = pd.DataFrame(rows, columns=cols)
-    order = {p: i for i, p in enumerate([*RANDOM_PROTOCOLS, *GROUPED_PROTOCOLS])}
-    out["_o"] = out["protocol"].map(order).fillna(99)
-    return out.sort_values(["_o", "family", "candidate"]).drop(columns="_o").reset_index(drop=True)
