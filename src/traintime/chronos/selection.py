@@ -71,9 +71,9 @@ DEFAULT_SELECTION: dict[str, Any] = {
     "feature_sets": ["clean", "clean_roofline"],
     "target_transforms": ["log"],
     "estimators": ["xgboost"],
-    "grid": {"xgboost": [{}]},
+    "grid": {"xgboost": [{"n_estimators": 200, "learning_rate": 0.2}]},
     "inner_max_folds": 2,
-    "inner_n_estimators_scale": 0.25,
+    "inner_n_estimators_scale": 0.5,
 }
 
 
@@ -185,7 +185,10 @@ class NestedSelector:
         model = build_model(cand.feature_set, cand.estimator, self.family, self.seed, categories=categories,
                             n_jobs=self.n_jobs, n_estimators_scale=scale, clean_options=opts)
         if cand.params:
-            model.estimator.set_params(**dict(cand.params))
+            params = dict(cand.params)
+            if "n_estimators" in params:  # a tree count of the grid is scaled like the registered ones
+                params["n_estimators"] = max(1, int(round(int(params["n_estimators"]) * scale)))
+            model.estimator.set_params(**params)
         return model
 
     def fit(self, rows: pd.DataFrame, y: Any = None) -> "NestedSelector":
