@@ -212,7 +212,8 @@ def cpu_spec_row(specs: pd.DataFrame, name: str = "cpu") -> pd.DataFrame:
 
 def before_after_table(local: pd.DataFrame, released: pd.DataFrame, saved_model: Any, specs: pd.DataFrame,
                        feature_set: str, estimator: str, seed: int, clean_options: Mapping[str, Any],
-                       n_estimators_scale: float = 1.0, group: str = "model") -> pd.DataFrame:
+                       n_estimators_scale: float = 1.0, group: str = "model",
+                       selection: Mapping[str, Any] | None = None, selection_protocol: str = "logo") -> pd.DataFrame:
     """Predictions for the local rows before and after adding local rows to the training data.
 
     * ``before``: the saved model (released rows only) predicting the local rows; the CPU has no GPU
@@ -240,10 +241,17 @@ def before_after_table(local: pd.DataFrame, released: pd.DataFrame, saved_model:
     for val in sorted(set(ok[group].astype(str))):
         held = (ok[group].astype(str) == val).to_numpy()
         train = pd.concat([base, ok.loc[~held]], ignore_index=True)
-        pred = train_iteration_predictor(train, families=sorted(set(ok.loc[held, "family"])),
-                                         feature_set=feature_set, estimator=estimator, seed=seed,
-                                         clean_options={**clean_options, "specs": spec_cpu},
-                                         n_estimators_scale=n_estimators_scale)
+        fams = sorted(set(ok.loc[held, "family"]))
+        if feature_set == "nested" or estimator == "nested":  # the saved model is the nested procedure's choice
+            from traintime.chronos.selection import fit_nested_predictor
+
+            pred = fit_nested_predictor(train, fams, protocol=selection_protocol, seed=seed, selection=selection,
+                                        clean_options={**clean_options, "specs": spec_cpu},
+                                        n_estimators_scale=n_estimators_scale)
+        else:
+            pred = train_iteration_predictor(train, families=fams, feature_set=feature_set, estimator=estimator,
+                                             seed=seed, clean_options={**clean_options, "specs": spec_cpu},
+                                             n_estimators_scale=n_estimators_scale)
         after[held] = pred.predict(ok.loc[held])
         if (~held).any():
             rate[held] = float(np.median(ms_per_flop[~held])) * flops[held].to_numpy()
