@@ -13,6 +13,20 @@ CI_MODEL = f"{MODELS}/iteration/iteration_model"
 TRAIN_LOCAL = config["collect"]["train_on"] == "released_and_local"
 
 
+def ci_seeds(protocol):
+    """Seeds of one protocol: the first n_seeds of the global seeds (null = all)."""
+    n = CI["protocol_settings"][protocol]["n_seeds"]
+    return list(config["seeds"])[: n] if n is not None else list(config["seeds"])
+
+
+def ci_parts(protocol, family, kind="predictions"):
+    """One evaluate job's output per seed (seed is a wildcard: adding one runs only its jobs)."""
+    return [f"{CI_PRED}/parts/{protocol}_{family}_{seed}.{kind}.csv" for seed in ci_seeds(protocol)]
+
+
+CI_CHOICES = [f for p in CI_PROTOCOLS for fam in CI_FAMILIES for f in ci_parts(p, fam, "choices")]
+
+
 rule chronos_iteration_normalise:
     """The three released timing CSVs -> results/data/iteration.csv (validated canonical table)."""
     input:
@@ -35,26 +49,31 @@ rule chronos_iteration_normalise:
 
 
 rule chronos_iteration_evaluate:
-    """Test predictions of one protocol on one family: feature sets x estimators x seeds."""
+    """Test predictions of one protocol, family and seed: feature sets x estimators (x the nested entry).
+    Protocol, family and seed are wildcards; feature sets and estimators run inside the job (one Python
+    start, one table load per job: ~3 s each on 2 cores, more than many single fits cost)."""
     input:
         f"{DATA}/iteration.csv",
         lib=lib("chronos_iteration_evaluate"),
     output:
-        f"{CI_PRED}/parts/{{protocol}}_{{family}}.csv",
+        predictions=f"{CI_PRED}/parts/{{protocol}}_{{family}}_{{seed}}.predictions.csv",
+        choices=f"{CI_PRED}/parts/{{protocol}}_{{family}}_{{seed}}.choices.csv",
     params:
         settings=lambda w: CI["protocol_settings"][w.protocol],
-        seeds=config["seeds"],
+        seeds=lambda w: [int(w.seed)],
         clean=CI["clean"],
+        selection=CI["selection"],
         test_only=CI["test_only"],
         gpu_specs=config["gpu_specs"],
     wildcard_constraints:
         protocol="|".join(CI_PROTOCOLS),
         family="|".join(CI_FAMILIES),
+        seed=r"\d+",
     threads: 1
     log:
-        f"{LOGS}/chronos_iteration/evaluate_{{protocol}}_{{family}}.log",
+        f"{LOGS}/chronos_iteration/evaluate_{{protocol}}_{{family}}_{{seed}}.log",
     benchmark:
-        bench(f"{LOGS}/chronos_iteration/evaluate_{{protocol}}_{{family}}.log")
+        bench(f"{LOGS}/chronos_iteration/evaluate_{{protocol}}_{{family}}_{{seed}}.log")
     conda:
         env("analysis")
     script:
@@ -62,9 +81,9 @@ rule chronos_iteration_evaluate:
 
 
 rule chronos_iteration_merge:
-    """All families' test predictions of one protocol in one file (read by the claims table)."""
+    """All families' and seeds' test predictions of one protocol in one file (the aggregation step)."""
     input:
-        parts=expand(f"{CI_PRED}/parts/{{{{protocol}}}}_{{family}}.csv", family=CI_FAMILIES),
+        parts=lambda w: [f for fam in CI_FAMILIES for f in ci_parts(w.protocol, fam)],
         lib=lib("chronos_iteration_merge"),
     output:
         f"{CI_PRED}/{{protocol}}.csv",
@@ -85,6 +104,7 @@ rule chronos_iteration_tables:
     """Per-model RMSE beside the paper, regressor comparison, per-group LOMO/LODO/LOGO tables."""
     input:
         predictions=expand(f"{CI_PRED}/{{protocol}}.csv", protocol=CI_PROTOCOLS),
+        choices=CI_CHOICES,
         lib=lib("chronos_iteration_tables"),
     output:
         per_model_rmse=report(f"{TABLES}/iteration_per_model_rmse.csv",
@@ -113,6 +133,8 @@ rule chronos_iteration_tables:
                        caption="../report/chronos_iteration_grouped_summary.rst",
                        category="CHRONOS iteration time"),
         summary_md=f"{TABLES}/iteration_grouped_summary.md",
+        choices=f"{TABLES}/iteration_nested_choices.csv",
+        choices_md=f"{TABLES}/iteration_nested_choices.md",
     log:
         f"{LOGS}/chronos_iteration/tables.log",
     benchmark:
@@ -149,8 +171,9 @@ rule chronos_iteration_figures:
 
 
 rule chronos_iteration_model:
-    """The configured feature set + estimator trained on every row of each family (released + merged local
-    rows; collect.train_on), with a JSON card recording the local rows."""
+    """The configured feature set + estimator (default: the nested procedure's choice) trained on every row of
+    each family (released + merged local rows; collect.train_on), with a JSON card (cross-validated MAPE of the
+    same entry from the merged predictions; the local rows it learnt)."""
     input:
         table=f"{DATA}/iteration.csv",
         predictions=expand(f"{CI_PRED}/{{protocol}}.csv", protocol=CI_PROTOCOLS),
@@ -161,6 +184,7 @@ rule chronos_iteration_model:
         card=f"{CI_MODEL}.json",
     params:
         model=CI["model"],
+        selection=CI["selection"],
         families=CI_FAMILIES,
         seed=config["seeds"][0],
         clean=CI["clean"],
@@ -190,3 +214,37 @@ ALL_TARGETS.extend(
         f"{CI_MODEL}.joblib",
     ]
 )
+
+
+rule end_to_end_out_of_sample:
+    """Every configuration's epoch time, epochs, hours and cost predicted by models that never saw it (grouped
+    folds: the iteration stage's LOMO or LODO test predictions, T_conv refitted leaving the same group out),
+    compared with the measured values; the GPU cost ranking scored the same way; mean, sd, 95 % interval
+    over seeds."""
+    input:
+        iteration=f"{DATA}/iteration.csv",
+        convergence=f"{DATA}/convergence.csv",
+        predictions=f"{CI_PRED}/{CI['end_to_end']['protocol']}.csv",
+        lib=lib("end_to_end_out_of_sample"),
+    output:
+        csv=report(f"{TABLES}/end_to_end_out_of_sample.csv", caption="../report/end_to_end_out_of_sample.rst",
+                   category="CHRONOS end-to-end"),
+        md=f"{TABLES}/end_to_end_out_of_sample.md",
+        pairs=f"{TABLES}/end_to_end_out_of_sample_pairs.csv",
+    params:
+        settings=CI["end_to_end"],
+        seeds=ci_seeds(CI["end_to_end"]["protocol"]),
+        gpu_specs=config["gpu_specs"],
+    threads: 1
+    log:
+        f"{LOGS}/chronos_iteration/end_to_end_out_of_sample.log",
+    benchmark:
+        bench(f"{LOGS}/chronos_iteration/end_to_end_out_of_sample.log")
+    conda:
+        env("analysis")
+    script:
+        "../workflow_scripts/end_to_end_out_of_sample.py"
+
+
+if CI["end_to_end"]["protocol"] in CI_PROTOCOLS:
+    ALL_TARGETS.append(f"{TABLES}/end_to_end_out_of_sample.csv")

@@ -201,6 +201,7 @@ rule collect_table_before_after:
         md=f"{TABLES}/local_before_after.md",
     params:
         model=config["chronos_iteration"]["model"],
+        selection=config["chronos_iteration"]["selection"],
         clean=config["chronos_iteration"]["clean"],
         test_only=config["chronos_iteration"]["test_only"],
         seed=config["seeds"][0],

@@ -111,6 +111,9 @@ rule predict_step_grouped:
         traces=f"{DATA}/traces.csv",
         iteration=f"{DATA}/iteration.csv",
         calibration=f"{RESULTS}/models/steptime/roofline_calibration.json",
+        # order only: predict_public_eval fills the static-feature cache (PUB["cache_dir"]) for the same trace
+        # workloads, so the model walks are not done twice (or side by side) in one run
+        public_eval=rules.predict_public_eval.output.csv,
         lib=lib("predict_step_grouped"),
     output:
         csv=f"{TABLES}/predict_step_grouped.csv",

@@ -57,7 +57,7 @@ rule readme_blocks:
         tables=[f"{TABLES}/{t}.csv" for t in
                 ("claims_counts", "iteration_grouped_summary", "convergence_summary", "emulation_table1", "dag_cost",
                   "convergence_probe_ablation", "convergence_ntk_gap", "convergence_curves",
-                  "predict_public_eval", "predict_step_grouped")],
+                  "predict_public_eval", "predict_step_grouped", "end_to_end_out_of_sample")],
         predict_example=f"{RESULTS}/predict_cli_example.txt",
         lib=lib("readme_blocks"),
     output:

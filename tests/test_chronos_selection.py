@@ -176,3 +176,12 @@ def test_config_default_selection_matches_the_library_default(repo_root):
     cfg = load_config(repo_root / "config.yaml", repo_root / "schemas" / "config.schema.yaml")
     assert cfg["chronos_iteration"]["selection"] == DEFAULT_SELECTION
     assert cfg["emulation"]["mapping_max_sm_distance"] == 0.10
+
+
+def test_tree_counts_of_the_grid_are_scaled_for_inner_fits_only():
+    cand = Candidate("clean", "log", "xgboost", (("learning_rate", 0.2), ("n_estimators", 200)))
+    sel = NestedSelector([cand], "CNN", "gpu", inner_n_estimators_scale=0.5, n_estimators_scale=0.1)
+    cats = {"model": ["m0"], "dataset": ["d0"], "optimizer": ["SGD"]}
+    assert sel._make(cand, cats, inner=True).estimator.get_params()["n_estimators"] == 10
+    refit = sel._make(cand, cats).estimator.get_params()
+    assert refit["n_estimators"] == 20 and refit["learning_rate"] == 0.2

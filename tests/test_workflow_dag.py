@@ -222,3 +222,19 @@ def test_new_local_rows_rerun_exactly_the_models_that_learn_them(built_copy, tmp
     cut = _rulegraph(built_copy, "--configfile", str(only))
     assert ("collect_merge_iteration", "chronos_iteration_model") not in cut
     assert ("collect_merge_convergence", "convergence_model") not in cut
+
+
+def test_adding_a_seed_runs_only_that_seeds_iteration_jobs(built_copy):
+    """Seed is a wildcard of the iteration stage: a fourth seed adds one evaluate job per (protocol, family)
+    for that seed; the parts of the other seeds stay; the aggregation (merge) and what reads it rerun."""
+    (built_copy / "four_seeds.yaml").write_text("seeds: [42, 0, 1, 7]\n")
+    res = _run(built_copy, "-n", "--configfile", "config.yaml", "four_seeds.yaml")
+    text = res.stdout + res.stderr
+    blocks = re.findall(r"^(?:local)?rule (\w+):\n((?:[ \t]+.*\n)+)", text, re.M)
+    evaluate = [dict(kv.split("=", 1) for kv in re.search(r"wildcards: (.*)", body).group(1).split(", "))
+                for rule, body in blocks if rule == "chronos_iteration_evaluate"]
+    assert evaluate, text[-3000:]
+    assert {w["seed"] for w in evaluate} == {"7"}
+    assert len(evaluate) == 5 * 3  # every protocol x family, the new seed only
+    rules = {rule for rule, _ in blocks}
+    assert {"chronos_iteration_merge", "chronos_iteration_tables", "end_to_end_out_of_sample"} <= rules

@@ -1,8 +1,8 @@
-"""Test predictions of one protocol on one family (rule chronos_iteration_evaluate)."""
+"""Test predictions of one protocol, family and seed (rule chronos_iteration_evaluate)."""
 
 import logging
 
-from traintime.chronos.evaluation import PREDICTION_COLUMNS, evaluate_family
+from traintime.chronos.evaluation import PREDICTION_COLUMNS, evaluate_family_nested
 from traintime.core.io import write_csv
 from traintime.core.specs import load_specs
 from traintime.core.workflow import run_script
@@ -14,19 +14,18 @@ log = logging.getLogger("traintime")
 def main(snakemake):
     settings = snakemake.params.settings
     seeds = list(snakemake.params.seeds)
-    if settings["n_seeds"] is not None:
-        seeds = seeds[: settings["n_seeds"]]
     test_only = snakemake.params.test_only
     clean = {**snakemake.params.clean, "specs": load_specs(snakemake.params.gpu_specs)}
     if test_only["n_estimators_scale"] != 1.0 or test_only["max_rows_per_family"] is not None:
         log.warning("chronos_iteration.test_only is set (%s): results do not reproduce the released settings",
                     test_only)
-    pred = evaluate_family(
+    pred, choices = evaluate_family_nested(
         load_iteration(snakemake.input[0]), snakemake.wildcards.family, snakemake.wildcards.protocol,
         feature_sets=settings["feature_sets"], estimators=settings["estimators"], seeds=seeds,
         n_jobs=snakemake.threads, n_estimators_scale=test_only["n_estimators_scale"], clean_options=clean,
-        max_rows=test_only["max_rows_per_family"])
-    write_csv(pred[PREDICTION_COLUMNS], snakemake.output[0])
+        max_rows=test_only["max_rows_per_family"], selection=snakemake.params.selection)
+    write_csv(pred[PREDICTION_COLUMNS], snakemake.output.predictions)
+    write_csv(choices, snakemake.output.choices)
 
 
 if __name__ == "__main__":

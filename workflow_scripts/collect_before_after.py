@@ -10,7 +10,8 @@ NOTE = """
 The local device is outside the released GPU set (this default run measures a CPU, which has no GPU
 specifications: those features are missing for it). `before`: the configured feature set and estimator
 fitted on the released rows only (the saved step-time model itself now also learns the local rows,
-collect.train_on). `after`: the same feature set and estimator refitted on the released rows plus the
+collect.train_on). `after`: the same feature set and estimator (or, for the nested saved model, the same
+nested selection) refitted on the released rows plus the
 local rows of the other models (leave one local model out), predicting the held-out model's rows.
 `local_rate`: the median measured ms per training FLOP of the other local models times the held-out
 row's FLOPs per step (a local-only baseline). APE = |predicted - measured| / measured x 100.
@@ -26,7 +27,8 @@ def main(snakemake):
     table = before_after_table(local, load_iteration(snakemake.input.released),
                                None, load_specs(p.gpu_specs),
                                feature_set=p.model["feature_set"], estimator=p.model["estimator"], seed=p.seed,
-                               clean_options=p.clean, n_estimators_scale=p.test_only["n_estimators_scale"])
+                               clean_options=p.clean, n_estimators_scale=p.test_only["n_estimators_scale"],
+                               selection=p.selection, selection_protocol=p.model.get("selection_protocol", "logo"))
     write_table(table, snakemake.output.csv, snakemake.output.md,
                 title="Local step times: predicted before and after adding the local rows", note=NOTE,
                 floatfmt=".4g")

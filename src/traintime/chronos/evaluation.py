@@ -171,6 +171,39 @@ def family_rows(table: pd.DataFrame, family: str, max_rows: int | None = None) -
     return rows
 
 
+#: estimator entry of ``protocol_settings`` that runs nested grouped CV (traintime.chronos.selection)
+NESTED_ENTRY = "nested"
+
+
+def evaluate_family_nested(table: pd.DataFrame, family: str, protocol: str, feature_sets: Sequence[str],
+                           estimators: Sequence[str], seeds: Sequence[int], n_jobs: int = 1,
+                           n_estimators_scale: float = 1.0, clean_options: Mapping[str, Any] | None = None,
+                           max_rows: int | None = None, selection: Mapping[str, Any] | None = None
+                           ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """:func:`evaluate_family` where ``estimators`` may also hold :data:`NESTED_ENTRY`: that entry runs
+    :func:`traintime.chronos.selection.nested_evaluate` (candidates from ``selection``; its rows have
+    ``feature_set`` = ``estimator`` = ``nested``, independent of ``feature_sets``) on the same folds and seeds.
+    Returns (predictions, choices per outer fold: :data:`traintime.chronos.selection.CHOICE_COLUMNS`)."""
+    from traintime.chronos.selection import CHOICE_COLUMNS, nested_evaluate
+
+    fixed = [e for e in estimators if e != NESTED_ENTRY]
+    parts, choices = [], []
+    if fixed:
+        parts.append(evaluate_family(table, family, protocol, feature_sets, fixed, seeds, n_jobs=n_jobs,
+                                     n_estimators_scale=n_estimators_scale, clean_options=clean_options,
+                                     max_rows=max_rows))
+    if NESTED_ENTRY in estimators:
+        opts = {k: v for k, v in dict(clean_options or {}).items() if k != "log_target"}  # a candidate's choice
+        for seed in seeds:
+            res = nested_evaluate(table, family, protocol, int(seed), selection, clean_options=opts, n_jobs=n_jobs,
+                                  n_estimators_scale=n_estimators_scale, max_rows=max_rows)
+            parts.append(res.predictions)
+            choices.append(res.choices)
+    out = pd.concat(parts, ignore_index=True)[PREDICTION_COLUMNS]
+    ch = pd.concat(choices, ignore_index=True) if choices else pd.DataFrame(columns=CHOICE_COLUMNS)
+    return out, ch[CHOICE_COLUMNS]
+
+
 def evaluate_family(table: pd.DataFrame, family: str, protocol: str, feature_sets: Sequence[str],
                     estimators: Sequence[str], seeds: Sequence[int], n_jobs: int = 1,
                     n_estimators_scale: float = 1.0, clean_options: Mapping[str, Any] | None = None,

@@ -24,7 +24,7 @@ import numpy as np
 import pandas as pd
 
 from traintime.core.io import read_csv
-from traintime.core.metrics import mape, median_ape, rmse
+from traintime.core.metrics import mape, mean_sd_ci95, median_ape, rmse
 from traintime.core.schema import Column, TableSchema
 
 MODEL_NAMES: dict[str, str] = {
@@ -118,14 +118,18 @@ def group_metrics(pred: pd.DataFrame, by: list[str]) -> pd.DataFrame:
 
 
 def _mean_sd(df: pd.DataFrame, by: list[str], cols: list[str]) -> pd.DataFrame:
-    """Mean and sd (ddof=1; NaN for one seed) of ``cols`` over seeds, per ``by``."""
-    g = df.groupby(by, sort=True)
-    out = g[cols].mean().add_suffix("_mean")
-    sd = g[cols].std(ddof=1).add_suffix("_sd")
-    n = g["seed"].nunique().rename("n_seeds")
-    res = pd.concat([out, sd, n], axis=1).reset_index()
-    order = [*by, *[f"{c}_{s}" for c in cols for s in ("mean", "sd")], "n_seeds"]
-    return res[order]
+    """Mean, sd (ddof=1; NaN for one seed) and 95 % t interval (``_ci95_low``/``_ci95_high``,
+    :func:`traintime.core.metrics.mean_sd_ci95`) of ``cols`` over seeds, per ``by``."""
+    rows = []
+    for keys, g in df.groupby(by, sort=True):
+        keys = keys if isinstance(keys, tuple) else (keys,)
+        row = dict(zip(by, keys))
+        for c in cols:
+            row[f"{c}_mean"], row[f"{c}_sd"], row[f"{c}_ci95_low"], row[f"{c}_ci95_high"] = mean_sd_ci95(g[c])
+        row["n_seeds"] = int(g["seed"].nunique())
+        rows.append(row)
+    order = [*by, *[f"{c}_{s}" for c in cols for s in ("mean", "sd", "ci95_low", "ci95_high")], "n_seeds"]
+    return pd.DataFrame(rows, columns=order)
 
 
 # --- per-model table (random split) ---------------------------------------------------------------
@@ -224,7 +228,9 @@ def regressors_table(pred: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
     re-run, lomo/lodo/logo with paper and paper_noleak features).
     """
     cols = ["protocol", "feature_set", "estimator", "n_seeds", "n_groups", "pooled_mape_pct_mean",
-            "pooled_mape_pct_sd", "mean_group_mape_pct_mean", "mean_group_mape_pct_sd", "pooled_rmse_ms_mean",
+            "pooled_mape_pct_sd", "pooled_mape_pct_ci95_low", "pooled_mape_pct_ci95_high", "mean_group_mape_pct_mean",
+            "mean_group_mape_pct_sd", "mean_group_mape_pct_ci95_low", "mean_group_mape_pct_ci95_high",
+            "pooled_rmse_ms_mean",
             "pooled_rmse_ms_sd", "paper_mape_pct", "notes_pooled_mape_pct_mean", "notes_pooled_mape_pct_sd",
             "notes_mean_group_mape_pct"]
     if pred.empty:
@@ -254,10 +260,12 @@ def grouped_table(pred: pd.DataFrame, protocol: str) -> pd.DataFrame:
     """Every held-out group of ``protocol`` (``iteration_grouped_<protocol>``).
 
     Columns: feature_set, estimator, family, group, n_test, mean_step_time_ms, mape_pct_mean,
-    mape_pct_sd, median_ape_pct_mean, rmse_ms_mean, rmse_ms_sd, n_seeds.
+    mape_pct_sd, mape_pct_ci95_low/_high (95 % t interval over seeds), median_ape_pct_mean, rmse_ms_mean,
+    rmse_ms_sd, n_seeds. Nested rows (``feature_set`` = ``estimator`` = ``nested``) are outer-fold scores.
     """
     cols = ["feature_set", "estimator", "family", "group", "n_test", "mean_step_time_ms", "mape_pct_mean",
-            "mape_pct_sd", "median_ape_pct_mean", "rmse_ms_mean", "rmse_ms_sd", "n_seeds"]
+            "mape_pct_sd", "mape_pct_ci95_low", "mape_pct_ci95_high", "median_ape_pct_mean", "rmse_ms_mean",
+            "rmse_ms_sd", "n_seeds"]
     sub = pred[pred["protocol"] == protocol]
     if sub.empty:
         return pd.DataFrame(columns=cols)
@@ -281,7 +289,8 @@ def grouped_summary(pred: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
     ``loader_ratio`` (the leak-free number to beat), beside every XGBoost row of all families.
     """
     cols = ["protocol", "feature_set", "estimator", "family", "n_groups", "mean_group_mape_pct_mean",
-            "mean_group_mape_pct_sd", "median_group_mape_pct", "worst_group", "worst_group_mape_pct", "n_seeds",
+            "mean_group_mape_pct_sd", "mean_group_mape_pct_ci95_low", "mean_group_mape_pct_ci95_high",
+            "median_group_mape_pct", "worst_group", "worst_group_mape_pct", "n_seeds",
             "notes_mean_group_mape_pct", "leakfree_reference_mape_pct"]
     sub = pred[pred["protocol"].isin(GROUPED_PROTOCOLS)]
     if sub.empty:
@@ -294,8 +303,7 @@ def grouped_summary(pred: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
             by_seed = gf.groupby("seed")["mape_pct"].mean()
             by_group = gf.groupby(["family", "fold"])["mape_pct"].mean()
             worst = by_group.idxmax()
-            m = by_seed.mean()
-            sd = float(by_seed.std(ddof=1))  # NaN for one seed
+            m, sd, lo, hi = mean_sd_ci95(by_seed.to_numpy())  # sd, interval: NaN for one seed
             notes = _ref_value(ref, "notes_rerun", "mean_group_mape_pct", protocol=prot, feature_set=fs,
                                estimator=est, family=fam)[0]
             leakfree = (_ref_value(ref, "notes_rerun", "mean_group_mape_pct", protocol=prot,
@@ -303,7 +311,8 @@ def grouped_summary(pred: pd.DataFrame, ref: pd.DataFrame) -> pd.DataFrame:
                         if est == "xgboost" and fam == "ALL" else float("nan"))
             rows.append({"protocol": prot, "feature_set": fs, "estimator": est, "family": fam,
                          "n_groups": int(len(by_group)), "mean_group_mape_pct_mean": float(m),
-                         "mean_group_mape_pct_sd": sd, "median_group_mape_pct": float(by_group.median()),
+                         "mean_group_mape_pct_sd": sd, "mean_group_mape_pct_ci95_low": lo,
+                         "mean_group_mape_pct_ci95_high": hi, "median_group_mape_pct": float(by_group.median()),
                          "worst_group": f"{worst[0]}:{worst[1]}", "worst_group_mape_pct": float(by_group.max()),
                          "n_seeds": int(gf["seed"].nunique()), "notes_mean_group_mape_pct": notes,
                          "leakfree_reference_mape_pct": leakfree})
@@ -404,3 +413,4 @@ def figure_seed_spread(pred: pd.DataFrame, ref: pd.DataFrame, path: str | os.Pat
     ax.legend(fontsize=7)
     ax.grid(True, axis="y", lw=0.3, alpha=0.5)
     savefig(fig, path)
+

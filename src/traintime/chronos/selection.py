@@ -12,7 +12,9 @@ fold steer the choice. Here the choice is made *inside* each outer training fold
    leave-one-dataset-out inside LODO, grouped K-fold on ``config_key`` inside the random protocols; at
    most ``inner_max_folds`` folds: with more groups than that, grouped K-fold over the same column),
    fits every :class:`Candidate` on each inner-training part and scores it on the inner held-out part
-   (mean over inner folds of the fold's MAPE, the protocol's mean per-group MAPE);
+   (mean over inner folds of the fold's MAPE, the protocol's mean per-group MAPE); optionally with the
+   tree counts of the inner fits scaled by ``inner_n_estimators_scale`` (a cheaper proxy for ranking the
+   candidates; the refit below always uses the registered tree counts);
 3. the best candidate (lowest inner score; ties: the first declared) is refitted on the whole outer-training
    fold and predicts the outer test fold. Category vocabularies come from the outer-training rows too.
 
@@ -69,8 +71,9 @@ DEFAULT_SELECTION: dict[str, Any] = {
     "feature_sets": ["clean", "clean_roofline"],
     "target_transforms": ["log"],
     "estimators": ["xgboost"],
-    "grid": {"xgboost": [{}]},
-    "inner_max_folds": 3,
+    "grid": {"xgboost": [{"n_estimators": 200, "learning_rate": 0.2}]},
+    "inner_max_folds": 2,
+    "inner_n_estimators_scale": 0.5,
 }
 
 
@@ -154,7 +157,7 @@ class NestedSelector:
     def __init__(self, candidates: Sequence[Candidate], family: str, group_column: str, seed: int = 42,
                  inner_max_folds: int = 5, model_factory: ModelFactory | None = None,
                  scorer: Scorer | None = None, clean_options: Mapping[str, Any] | None = None,
-                 n_jobs: int = 1, n_estimators_scale: float = 1.0) -> None:
+                 n_jobs: int = 1, n_estimators_scale: float = 1.0, inner_n_estimators_scale: float = 1.0) -> None:
         self.candidates = list(candidates)
         self.family = family
         self.group_column = group_column
@@ -165,20 +168,27 @@ class NestedSelector:
         self.clean_options = clean_options
         self.n_jobs = n_jobs
         self.n_estimators_scale = n_estimators_scale
+        self.inner_n_estimators_scale = inner_n_estimators_scale
 
     def get_params(self, deep: bool = True) -> dict[str, Any]:
         return {k: getattr(self, k) for k in ("candidates", "family", "group_column", "seed", "inner_max_folds",
                                               "model_factory", "scorer", "clean_options", "n_jobs",
-                                              "n_estimators_scale")}
+                                              "n_estimators_scale", "inner_n_estimators_scale")}
 
-    def _make(self, cand: Candidate, categories: Mapping[str, Sequence[str]]) -> Any:
+    def _make(self, cand: Candidate, categories: Mapping[str, Sequence[str]], inner: bool = False) -> Any:
+        """Unfitted model of ``cand``; ``inner``: for an inner fold (tree counts scaled by
+        ``inner_n_estimators_scale`` on top of ``n_estimators_scale``; the refit is never scaled by it)."""
         if self.model_factory is not None:
             return self.model_factory(cand, self.family, self.seed, categories)
         opts = {**dict(self.clean_options or {}), "log_target": cand.target_transform == "log"}
+        scale = self.n_estimators_scale * (self.inner_n_estimators_scale if inner else 1.0)
         model = build_model(cand.feature_set, cand.estimator, self.family, self.seed, categories=categories,
-                            n_jobs=self.n_jobs, n_estimators_scale=self.n_estimators_scale, clean_options=opts)
+                            n_jobs=self.n_jobs, n_estimators_scale=scale, clean_options=opts)
         if cand.params:
-            model.estimator.set_params(**dict(cand.params))
+            params = dict(cand.params)
+            if "n_estimators" in params:  # a tree count of the grid is scaled like the registered ones
+                params["n_estimators"] = max(1, int(round(int(params["n_estimators"]) * scale)))
+            model.estimator.set_params(**params)
         return model
 
     def fit(self, rows: pd.DataFrame, y: Any = None) -> "NestedSelector":
@@ -193,7 +203,7 @@ class NestedSelector:
         for cand in self.candidates:
             per_fold = []
             for tr, va in folds:
-                model = self._make(cand, cats)
+                model = self._make(cand, cats, inner=True)
                 model.fit(rows.iloc[tr], yv[tr])
                 pred = np.asarray(model.predict(rows.iloc[va]), dtype=float)
                 per_fold.append(scorer(rows.iloc[va], yv[va], pred) if np.isfinite(pred).all() else np.nan)
@@ -250,7 +260,8 @@ def nested_evaluate(table: pd.DataFrame, family: str, protocol: str, seed: int,
             sel = NestedSelector(cands, family, INNER_GROUP[p.name], seed=int(seed),
                                  inner_max_folds=int(cfg["inner_max_folds"]), model_factory=model_factory,
                                  scorer=scorer, clean_options=clean_options, n_jobs=n_jobs,
-                                 n_estimators_scale=n_estimators_scale)
+                                 n_estimators_scale=n_estimators_scale,
+                                 inner_n_estimators_scale=float(cfg["inner_n_estimators_scale"]))
             sel.fit(rows.iloc[tr], y_all[tr])  # the outer test rows are not passed: they cannot be seen
             test = rows.iloc[te]
             pred = sel.predict(test)
@@ -286,7 +297,8 @@ def fit_nested_predictor(table: pd.DataFrame, families: Sequence[str], protocol:
             rows = family_rows(table, family)
             sel = NestedSelector(cands, family, group, seed=seed, inner_max_folds=int(cfg["inner_max_folds"]),
                                  clean_options=clean_options, n_jobs=n_jobs,
-                                 n_estimators_scale=n_estimators_scale).fit(rows)
+                                 n_estimators_scale=n_estimators_scale,
+                                 inner_n_estimators_scale=float(cfg["inner_n_estimators_scale"])).fit(rows)
             models[family] = sel.model_
             meta_fam[family] = {"training_rows": int(len(rows)), "chosen": sel.best_.name,
                                 "inner_group": group, "n_inner_folds": sel.n_inner_folds_,
@@ -294,7 +306,66 @@ def fit_nested_predictor(table: pd.DataFrame, families: Sequence[str], protocol:
     meta = {"kind": "iteration_time_model", "target": ITERATION_TARGET, "unit": "ms per training step",
             "feature_set": NESTED, "estimator": NESTED, "seed": int(seed), "selection": {
                 "protocol": protocol, "candidates": [c.name for c in cands],
-                "inner_max_folds": int(cfg["inner_max_folds"])},
+                "inner_max_folds": int(cfg["inner_max_folds"]),
+                "inner_n_estimators_scale": float(cfg["inner_n_estimators_scale"])},
             "n_estimators_scale": n_estimators_scale, "families": meta_fam,
             "usage": "joblib.load(path).predict(canonical_rows) -> step_time_ms"}
     return IterationTimePredictor(models, meta)
+
+
+def fit_nested_predictor_with_cv(table: pd.DataFrame, families: Sequence[str], protocol: str = "logo",
+                                 seed: int = 42, selection: Mapping[str, Any] | None = None, *,
+                                 clean_options: Mapping[str, Any] | None = None, n_jobs: int = 1,
+                                 n_estimators_scale: float = 1.0,
+                                 predictions: pd.DataFrame | None = None) -> IterationTimePredictor:
+    """:func:`fit_nested_predictor` with the saved-model card of
+    :func:`~traintime.chronos.evaluation.train_iteration_predictor`: per family the features and required
+    columns of the chosen model, and (from ``predictions``) the outer-fold MAPE of the ``nested`` rows: the
+    cross-validated error of the procedure that produced this model."""
+    import sklearn
+    import xgboost
+
+    import traintime
+    from traintime.chronos.evaluation import cv_summary
+
+    pred = fit_nested_predictor(table, families, protocol, seed, selection, clean_options=clean_options,
+                                n_jobs=n_jobs, n_estimators_scale=n_estimators_scale)
+    meta = pred.metadata
+    for family, model in pred.models.items():
+        feats = model.features
+        meta["families"][family].update({
+            "feature_names": list(getattr(feats, "feature_names_", [])),
+            "required_columns": list(getattr(feats, "required_columns_", [])),
+            "categories": {k: list(v) for k, v in getattr(feats, "categories_", {}).items()},
+            "cv": cv_summary(predictions, NESTED, NESTED, family) if predictions is not None else {}})
+    meta["cv"] = cv_summary(predictions, NESTED, NESTED) if predictions is not None else {}
+    spec_table = dict(clean_options or {}).get("specs")
+    meta["gpus"] = sorted(spec_table["gpu"]) if spec_table is not None else []
+    meta["versions"] = {"traintime": traintime.__version__, "xgboost": xgboost.__version__,
+                        "scikit-learn": sklearn.__version__, "pandas": pd.__version__, "numpy": np.__version__}
+    meta["usage"] = ("joblib.load(path).predict(canonical_rows) -> step_time_ms; rows need a `family` column and the "
+                     "family's required_columns (traintime.chronos.estimators.load_iteration_model)")
+    return pred
+
+
+def nested_choices_table(choices: pd.DataFrame) -> pd.DataFrame:
+    """How often the nested procedure chose each candidate (``iteration_nested_choices``): per protocol,
+    family and candidate, the number of (outer fold, seed) choices it won, their share, and its mean inner
+    score (MAPE % on the inner held-out groups; computed on outer-training rows only)."""
+    cols = ["protocol", "family", "candidate", "n_chosen", "n_choices", "chosen_share_pct",
+            "inner_score_mape_pct_mean", "n_seeds"]
+    if choices.empty:
+        return pd.DataFrame(columns=cols)
+    ch = choices.copy()
+    ch["chosen"] = ch["chosen"].astype(str).str.lower().isin(("true", "1"))
+    rows = []
+    for (prot, fam, cand), g in ch.groupby(["protocol", "family", "candidate"], sort=True):
+        n = int(g[["seed", "fold"]].drop_duplicates().shape[0])
+        rows.append({"protocol": prot, "family": fam, "candidate": cand, "n_chosen": int(g["chosen"].sum()),
+                     "n_choices": n, "chosen_share_pct": 100.0 * float(g["chosen"].sum()) / max(1, n),
+                     "inner_score_mape_pct_mean": float(pd.to_numeric(g["inner_score_mape_pct"]).mean()),
+                     "n_seeds": int(g["seed"].nunique())})
+    out = pd.DataFrame(rows, columns=cols)
+    order = {p: i for i, p in enumerate(INNER_GROUP)}
+    out["_o"] = out["protocol"].map(order).fillna(99)
+    return out.sort_values(["_o", "family", "candidate"]).drop(columns="_o").reset_index(drop=True)

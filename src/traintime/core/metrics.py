@@ -86,6 +86,20 @@ def mean_sd(values: Sequence[float]) -> tuple[float, float]:
     return float(v.mean()), float(v.std(ddof=1)) if v.size > 1 else float("nan")
 
 
+def mean_sd_ci95(values: Sequence[float]) -> tuple[float, float, float, float]:
+    """Mean, sd (ddof=1) and the two-sided 95 % Student-t interval of the mean over seeds:
+    (mean, sd, low, high) with mean +- t(0.975, n-1) sd / sqrt(n) (:func:`traintime.core.verdict.t_interval`,
+    the interval the claims' verdicts use). One value: sd and the interval are NaN (no spread measured)."""
+    from traintime.core.verdict import t_interval
+
+    m, sd = mean_sd(values)
+    if np.isnan(sd):
+        return m, sd, float("nan"), float("nan")
+    n = int(np.sum(~np.isnan(np.asarray(values, dtype=float))))
+    lo, hi, _ = t_interval(m, sd, n)
+    return m, sd, float(lo), float(hi)
+
+
 def aggregate_seeds(df: pd.DataFrame, by: list[str], value_cols: list[str], seed_col: str = "seed") -> pd.DataFrame:
     """Collapse per-seed rows into ``<col>_mean``, ``<col>_sd`` and ``n_seeds`` per group."""
     rows = []

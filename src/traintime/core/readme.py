@@ -62,7 +62,8 @@ BLOCKS: dict[str, tuple[str, Callable[[Path], str]]] = {
     "claims": ("tables/claims_counts.csv", lambda p: _table(p)),
     "iteration-grouped": ("tables/iteration_grouped_summary.csv", lambda p: _table(
         p, ["protocol", "feature_set", "estimator", "n_groups", "mean_group_mape_pct_mean", "mean_group_mape_pct_sd",
-            "n_seeds", "leakfree_reference_mape_pct"], query="family == 'ALL'")),
+            "mean_group_mape_pct_ci95_low", "mean_group_mape_pct_ci95_high", "n_seeds",
+            "leakfree_reference_mape_pct"], query="family == 'ALL'")),
     "convergence": ("tables/convergence_summary.csv", lambda p: _table(
         p, ["protocol", "method", "n_seeds", "avg_model_mape_mean_pct", "avg_model_mape_sd_pct",
             "avg_model_mape_ci95_lo_pct", "avg_model_mape_ci95_hi_pct", "paper_avg_model_mape_pct"])),
@@ -77,6 +78,9 @@ BLOCKS: dict[str, tuple[str, Callable[[Path], str]]] = {
     "emulation": ("tables/emulation_table1.csv", lambda p: _table(
         p, ["method", "host_gpu", "n_seeds", "n_gpus", "n", "mape", "mape_sd", "spearman", "pearson_log"])),
     "dag-cost": ("tables/dag_cost.csv", _dag_cost),
+    "end-to-end-oos": ("tables/end_to_end_out_of_sample.csv", lambda p: _table(
+        p, ["metric", "mean", "sd", "ci95_low", "ci95_high", "n_seeds", "n_configurations", "n_pairs"],
+        query="family == 'ALL'")),
     "predict-public": ("tables/predict_public_eval.csv", lambda p: _table(
         p, ["method", "rows", "models", "gpus", "mape_pct", "median_ape_pct", "pairs_right_pct",
             "geo_mean_pred_over_measured"], query="slice == 'all'", digits=".1f")),

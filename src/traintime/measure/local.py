@@ -212,7 +212,8 @@ def cpu_spec_row(specs: pd.DataFrame, name: str = "cpu") -> pd.DataFrame:
 
 def before_after_table(local: pd.DataFrame, released: pd.DataFrame, saved_model: Any | None, specs: pd.DataFrame,
                        feature_set: str, estimator: str, seed: int, clean_options: Mapping[str, Any],
-                       n_estimators_scale: float = 1.0, group: str = "model") -> pd.DataFrame:
+                       n_estimators_scale: float = 1.0, group: str = "model",
+                       selection: Mapping[str, Any] | None = None, selection_protocol: str = "logo") -> pd.DataFrame:
     """Predictions for the local rows before and after adding local rows to the training data.
 
     * ``before``: the same feature set + estimator fitted on the released rows only (``saved_model``
@@ -234,11 +235,19 @@ def before_after_table(local: pd.DataFrame, released: pd.DataFrame, saved_model:
     for g in sorted(set(ok["gpu"].astype(str)) - set(specs["gpu"])):
         spec_cpu = cpu_spec_row(spec_cpu, g)
     base = released[released["family"].isin(families) & (released["status"] == "ok")]
-    if saved_model is None:  # released rows only, the same estimator and settings as every `after` fold
-        saved_model = train_iteration_predictor(base, families=families, feature_set=feature_set,
-                                                estimator=estimator, seed=seed,
-                                                clean_options={**clean_options, "specs": spec_cpu},
-                                                n_estimators_scale=n_estimators_scale)
+    def fit(rows: pd.DataFrame, fams: list[str]) -> Any:
+        """The saved model's procedure (fixed pair, or the nested selection) on ``rows``."""
+        opts = {**clean_options, "specs": spec_cpu}
+        if feature_set == "nested" or estimator == "nested":
+            from traintime.chronos.selection import fit_nested_predictor
+
+            return fit_nested_predictor(rows, fams, protocol=selection_protocol, seed=seed, selection=selection,
+                                        clean_options=opts, n_estimators_scale=n_estimators_scale)
+        return train_iteration_predictor(rows, families=fams, feature_set=feature_set, estimator=estimator,
+                                         seed=seed, clean_options=opts, n_estimators_scale=n_estimators_scale)
+
+    if saved_model is None:  # released rows only, the same procedure and settings as every `after` fold
+        saved_model = fit(base, families)
     before = np.asarray(saved_model.predict(ok, specs=spec_cpu), dtype=float)
     after = np.full(len(ok), np.nan)
     rate = np.full(len(ok), np.nan)
@@ -247,11 +256,8 @@ def before_after_table(local: pd.DataFrame, released: pd.DataFrame, saved_model:
     for val in sorted(set(ok[group].astype(str))):
         held = (ok[group].astype(str) == val).to_numpy()
         train = pd.concat([base, ok.loc[~held]], ignore_index=True)
-        pred = train_iteration_predictor(train, families=sorted(set(ok.loc[held, "family"])),
-                                         feature_set=feature_set, estimator=estimator, seed=seed,
-                                         clean_options={**clean_options, "specs": spec_cpu},
-                                         n_estimators_scale=n_estimators_scale)
-        after[held] = pred.predict(ok.loc[held])
+        fams = sorted(set(ok.loc[held, "family"]))
+        after[held] = fit(train, fams).predict(ok.loc[held])
         if (~held).any():
             rate[held] = float(np.median(ms_per_flop[~held])) * flops[held].to_numpy()
     meas = pd.to_numeric(ok["step_time_ms"]).to_numpy(dtype=float)

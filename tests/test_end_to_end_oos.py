@@ -1,0 +1,131 @@
+"""End-to-end out of sample (traintime.chronos.end_to_end_oos): no configuration's own rows reach a model
+that predicts it - neither the step-time models (the nested procedure's fits, spied) nor the convergence
+refits (spied) - and the scores are computed from those predictions."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from traintime.chronos.end_to_end_oos import (
+    METRICS,
+    SUMMARY_COLUMNS,
+    end_to_end_pairs,
+    end_to_end_summary,
+)
+from traintime.chronos.selection import nested_evaluate
+from traintime.core.errors import ConfigError, SchemaError
+
+SELECTION = {"feature_sets": ["clean", "clean_roofline"], "target_transforms": ["log"], "estimators": ["xgboost"],
+             "grid": {"xgboost": [{}]}, "inner_max_folds": 2}
+GPUS = {"g0": 1.0, "g1": 2.0, "g2": 4.0}  # GPU -> price per hour
+
+
+def cfg_of(model, dataset, opt, lr):
+    return f"{model}|{dataset}|{opt}|{lr}"
+
+
+def tables():
+    """One family: 3 models x 3 datasets x 2 optimizers x 2 learning rates, on 3 GPUs (step-time rows) and
+    one convergence run per configuration."""
+    rows, runs = [], []
+    for i, (m, d, o, lr, g) in enumerate(itertools.product(range(3), range(3), ("SGD", "AdamW"), (1e-3, 2e-3), GPUS)):
+        rows.append(dict(family="CNN", status="ok", raw_row=i, row_id=f"CNN:{i:05d}", model=f"m{m}", dataset=f"d{d}",
+                         optimizer=o, batch_size=64, learning_rate=lr, precision_bits=16, gpu=g,
+                         config_key=f"CNN|m{m}|d{d}|{o}|{g}",
+                         step_time_ms=10.0 * (1 + m) * (1 + d) / GPUS[g] ** 0.5))
+    for m, d, o, lr in itertools.product(range(3), range(3), ("SGD", "AdamW"), (1e-3, 2e-3)):
+        runs.append(dict(family="CNN", model=f"m{m}", dataset=f"d{d}", optimizer=o, batch_size=64, learning_rate=lr,
+                         precision_bits=np.nan, dataset_size=6400, epochs_to_converge=5.0 + m + 2 * d))
+    specs = pd.DataFrame({"gpu": list(GPUS), "price_per_hour_usd": list(GPUS.values())})
+    return pd.DataFrame(rows), pd.DataFrame(runs), specs
+
+
+class SpyStep:
+    """Step-time model: remembers the configurations it was fitted on; every prediction is logged with them."""
+
+    def __init__(self, log):
+        self.log = log
+
+    def fit(self, rows, y):
+        self.seen = {cfg_of(*r) for r in rows[["model", "dataset", "optimizer", "learning_rate"]].itertuples(index=False)}
+        self.mean_ = float(np.mean(y))
+        return self
+
+    def predict(self, rows):
+        asked = {cfg_of(*r) for r in rows[["model", "dataset", "optimizer", "learning_rate"]].itertuples(index=False)}
+        self.log.append((frozenset(self.seen), frozenset(asked)))
+        return np.full(len(rows), self.mean_)
+
+
+class SpyConvergence(SpyStep):
+    def predict(self, rows):
+        out = super().predict(rows)
+        return out * 0 + 7.0
+
+
+@pytest.mark.parametrize("protocol", ["lomo", "lodo"])
+def test_no_configuration_reaches_a_model_that_predicts_it(protocol):
+    it, conv, specs = tables()
+    step_log, conv_log = [], []
+    preds = pd.concat([nested_evaluate(it, "CNN", protocol, seed, SELECTION,
+                                       model_factory=lambda c, f, s, cats: SpyStep(step_log)).predictions
+                       for seed in (0, 1, 2)], ignore_index=True)
+    pairs = end_to_end_pairs(it, conv, preds, specs, seeds=[0, 1, 2], protocol=protocol,
+                             convergence_factory=lambda method, seed: SpyConvergence(conv_log))
+    assert step_log and conv_log
+    for seen, asked in step_log + conv_log:  # every fitted model, inner and outer, step time and epochs
+        assert not seen & asked, f"a model predicted configuration(s) it was fitted on: {sorted(seen & asked)[:3]}"
+    # every configuration on every GPU, once per seed, with the spies' outputs and the measured values
+    assert len(pairs) == 3 * len(conv) * len(GPUS)
+    assert (pairs["epochs_predicted"] == 7.0).all()
+    m = pairs.merge(conv, on=["model", "dataset", "optimizer", "learning_rate"], suffixes=("", "_run"))
+    assert np.allclose(m["epochs_measured"], m["epochs_to_converge"])
+    row = pairs.iloc[0]
+    assert row["hours_predicted"] == pytest.approx(7.0 * 100 * row["step_ms_predicted"] / 1000 / 3600)
+    assert row["cost_usd_measured"] == pytest.approx(row["hours_measured"] * GPUS[row["gpu"]])
+    s = end_to_end_summary(pairs, protocol, ("nested", "nested"), "spy")
+    assert list(s.columns) == SUMMARY_COLUMNS and set(s["metric"]) == set(METRICS)
+    allr = s[s["family"] == "ALL"].set_index("metric")
+    assert (allr["n_seeds"] == 3).all() and allr.loc["step_mape_pct", "n_configurations"] == len(conv)
+
+
+def test_cost_ranking_scores():
+    it, conv, specs = tables()
+    preds = nested_evaluate(it, "CNN", "lomo", 0, SELECTION,
+                            model_factory=lambda c, f, s, cats: SpyStep([])).predictions
+    # perfect step predictions: the GPU ranking by cost is then the measured one (epochs shared by all GPUs)
+    preds["y_pred_ms"] = preds["y_true_ms"]
+    pairs = end_to_end_pairs(it, conv, preds, specs, seeds=[0], protocol="lomo",
+                             convergence_factory=lambda method, seed: SpyConvergence([]))
+    s = end_to_end_summary(pairs, "lomo", ("nested", "nested"), "spy").set_index(["family", "metric"])["mean"]
+    assert s[("ALL", "step_mape_pct")] == pytest.approx(0.0)
+    assert s[("ALL", "cost_rank_spearman")] == pytest.approx(1.0)
+    assert s[("ALL", "cost_top1_hit_pct")] == pytest.approx(100.0)
+    assert s[("ALL", "cost_top1_regret_pct")] == pytest.approx(0.0)
+    # reversed ranking: the most expensive GPU is predicted cheapest
+    preds["y_pred_ms"] = 1.0 / preds["y_true_ms"] / preds["gpu"].map(GPUS) ** 2
+    pairs = end_to_end_pairs(it, conv, preds, specs, seeds=[0], protocol="lomo",
+                             convergence_factory=lambda method, seed: SpyConvergence([]))
+    s = end_to_end_summary(pairs, "lomo", ("nested", "nested"), "spy").set_index(["family", "metric"])["mean"]
+    assert s[("ALL", "cost_rank_spearman")] == pytest.approx(-1.0)
+    assert s[("ALL", "cost_top1_hit_pct")] == 0.0 and s[("ALL", "cost_top1_regret_pct")] > 0
+
+
+def test_predictions_that_saw_the_configuration_are_refused():
+    it, conv, specs = tables()
+    preds = nested_evaluate(it, "CNN", "lomo", 0, SELECTION,
+                            model_factory=lambda c, f, s, cats: SpyStep([])).predictions
+    bad = preds.copy()
+    bad.loc[bad.index[0], "fold"] = "m2" if bad.loc[bad.index[0], "model"] != "m2" else "m0"
+    with pytest.raises(SchemaError, match="was not held out"):
+        end_to_end_pairs(it, conv, bad, specs, seeds=[0], protocol="lomo",
+                         convergence_factory=lambda method, seed: SpyConvergence([]))
+    with pytest.raises(ConfigError, match="logo"):
+        end_to_end_pairs(it, conv, preds.assign(protocol="logo"), specs, seeds=[0], protocol="logo")
+    with pytest.raises(SchemaError, match="seed"):
+        end_to_end_pairs(it, conv, preds, specs, seeds=[0, 5], protocol="lomo",
+                         convergence_factory=lambda method, seed: SpyConvergence([]))
