@@ -23,7 +23,12 @@ from traintime.chronos.claims import (
     verdict,
 )
 from traintime.core.errors import SchemaError
-from traintime.core.verdict import t_interval, value_verdict, verdict_counts, write_verdict_counts
+from traintime.core.verdict import (
+    t_interval,
+    value_verdict,
+    verdict_counts,
+    write_verdict_counts,
+)
 
 
 @pytest.mark.parametrize("kind,published,mean,sd,n,expected", [

@@ -15,7 +15,12 @@ from traintime.chronos.convergence_noise import (
     pooled_log_sd,
     seed_spread,
 )
-from traintime.chronos.curves import curve_prior, fit_curve, predict_stop_epoch, replay_stop
+from traintime.chronos.curves import (
+    curve_prior,
+    fit_curve,
+    predict_stop_epoch,
+    replay_stop,
+)
 from traintime.core.errors import SchemaError, UnknownNameError
 
 T = np.arange(1, 201, dtype=float)

@@ -20,7 +20,11 @@ def test_docs_data_md_is_current():
 def test_docs_architecture_md_is_current():
     """docs/architecture.md (rule graph + package map) must be regenerated (`make docs`) when rules
     or module docstrings change."""
-    from traintime.core.architecture import architecture_markdown, package_map, rulegraph_mermaid
+    from traintime.core.architecture import (
+        architecture_markdown,
+        package_map,
+        rulegraph_mermaid,
+    )
 
     text = architecture_markdown(rulegraph_mermaid(), package_map())
     assert "flowchart" in text and "traintime.chronos" in text

@@ -8,7 +8,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from traintime.chronos.efficiency_frozen import FEATURES, FrozenEfficiency, efficiency_features
+from traintime.chronos.efficiency_frozen import (
+    FEATURES,
+    FrozenEfficiency,
+    efficiency_features,
+)
 from traintime.chronos.efficiency_step import EfficiencyStepTime, source_weights
 from traintime.core.errors import SchemaError
 

@@ -12,8 +12,8 @@ from test_emulation_mapping import F_GRID, P_GRID, host_latency, make_sweep
 
 from traintime.core.specs import load_specs
 from traintime.emulation import analysis as A
-from traintime.emulation import tables as T
 from traintime.emulation import plots
+from traintime.emulation import tables as T
 from traintime.emulation.baselines import flops_predictions
 from traintime.emulation.claims import (
     Reproduced,

@@ -6,8 +6,13 @@ import pytest
 
 from traintime.core.errors import ConfigError, DeviceStateError
 from traintime.core.specs import load_specs
-from traintime.emulation.host_setup import (detect_host_gpu, device_name, resolve_backends,
-                                            resolve_mapping_backend, resolved_host_config)
+from traintime.emulation.host_setup import (
+    detect_host_gpu,
+    device_name,
+    resolve_backends,
+    resolve_mapping_backend,
+    resolved_host_config,
+)
 
 SPECS = load_specs()
 

@@ -26,8 +26,8 @@ from traintime.core.errors import (
     DataUnavailableError,
     DeviceStateError,
     SchemaError,
-    TraintimeError,
     TrainingError,
+    TraintimeError,
     UnknownNameError,
 )
 

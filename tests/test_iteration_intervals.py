@@ -7,7 +7,11 @@ import pandas as pd
 import pytest
 from scipy import stats
 
-from traintime.chronos.iteration_tables import grouped_summary, grouped_table, load_reference
+from traintime.chronos.iteration_tables import (
+    grouped_summary,
+    grouped_table,
+    load_reference,
+)
 from traintime.chronos.selection import nested_choices_table
 from traintime.core.metrics import mean_sd_ci95
 

@@ -74,7 +74,10 @@ def test_convergence_model_script_trains_on_released_plus_local(tmp_path, mirror
     from types import SimpleNamespace
 
     from traintime.core.io import write_csv
-    from traintime.data.chronos_convergence import normalise_convergence, write_convergence
+    from traintime.data.chronos_convergence import (
+        normalise_convergence,
+        write_convergence,
+    )
 
     raw = {f: mirror / "chronos" / "epoch_convergence_prediction" / "data" / f"{f}.csv"
            for f in ("CNN", "MLP", "Transformer")}

@@ -7,7 +7,11 @@ import math
 import numpy as np
 import pytest
 
-from traintime.chronos.conformal import SplitConformal, combine_log_halfwidths, grouped_coverage
+from traintime.chronos.conformal import (
+    SplitConformal,
+    combine_log_halfwidths,
+    grouped_coverage,
+)
 
 
 def _draw(rng, n, sigma=0.3):

@@ -7,7 +7,12 @@ import pytest
 
 from traintime.cli import main
 from traintime.core.errors import UnknownNameError
-from traintime.core.gpudb import AmbiguousGPUError, gpu_database, resolve_gpu, search_gpus
+from traintime.core.gpudb import (
+    AmbiguousGPUError,
+    gpu_database,
+    resolve_gpu,
+    search_gpus,
+)
 
 
 def test_project_names_and_aliases_resolve_to_project_rows() -> None:

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-import argparse
 import io
-import json
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
 
-from traintime.predict_public_eval import (pair_order, predict_subset, step_model_selection, step_models,
-                                           summarise, trace_subset)
+from traintime.predict_public_eval import (
+    pair_order,
+    predict_subset,
+    step_model_selection,
+    step_models,
+    summarise,
+    trace_subset,
+)
 
 
 def _pred(y: list[float], p: list[float], model: str = "m") -> pd.DataFrame:
@@ -114,7 +118,12 @@ def test_operator_step_model_walks_once_and_orders_gpus(monkeypatch, tmp_path: P
     step model predicts a requested workload on GPUs from its cached walk."""
     from traintime.chronos.steptime import OperatorRooflineRegressor
     from traintime.core.gpudb import gpu_database
-    from traintime.emulation.steptime_traces import TERMS, class_table, gpu_table, roofline_features
+    from traintime.emulation.steptime_traces import (
+        TERMS,
+        class_table,
+        gpu_table,
+        roofline_features,
+    )
     from traintime.measure.opgraph import extrapolate
     from traintime.predict_operator import OperatorStepModel, _walks
     from traintime.predict_static import make_workload, step_rows

@@ -6,7 +6,13 @@ import numpy as np
 import pandas as pd
 
 from traintime.chronos.efficiency_step import EfficiencyStepTime
-from traintime.predict_step_grouped import both_sources, generation, protocols, step_grouped_eval, wins
+from traintime.predict_step_grouped import (
+    both_sources,
+    generation,
+    protocols,
+    step_grouped_eval,
+    wins,
+)
 
 FITS: list[pd.DataFrame] = []
 
@@ -79,6 +85,7 @@ def test_predict_with_efficiency_model_names_it_and_ranks_a100_faster_than_t4(tm
     import json
 
     from test_efficiency_step import synthetic_rows, true_law
+
     from traintime.cli import build_parser
     from traintime.predict_run import run_predict
 

@@ -190,9 +190,8 @@ def test_readme_has_command_blocks_and_every_not_run_entry_is_still_there():
 
 
 def test_untagged_blocks_hold_no_commands_and_yaml_blocks_validate():
-    from traintime.core.config import merge_config_files, validate_config
+    from traintime.core.config import load_schema, merge_config_files, validate_config
     from traintime.core.config_checks import check_strict_integers
-    from traintime.core.config import load_schema
 
     for b in BLOCKS:
         if b.lang == "":
@@ -208,10 +207,10 @@ def test_untagged_blocks_hold_no_commands_and_yaml_blocks_validate():
 
 
 def test_readme_shows_the_generated_predict_example_command():
+    import shlex
+
     from traintime.core.readme import blocks_of
     from traintime.predict_cli_example import EXAMPLE_ARGS
-
-    import shlex
 
     shown = blocks_of(README.read_text())["predict-example"]
     assert f"$ traintime {shlex.join(EXAMPLE_ARGS)}\n" in shown

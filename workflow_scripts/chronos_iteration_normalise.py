@@ -2,8 +2,8 @@
 
 from traintime.core.specs import load_specs
 from traintime.core.workflow import run_script
-from traintime.data.retrieve import verify_retrieved
 from traintime.data.chronos import FAMILIES, normalise_iteration, write_iteration
+from traintime.data.retrieve import verify_retrieved
 
 
 def main(snakemake):

@@ -3,8 +3,8 @@
 import logging
 
 from traintime.core.workflow import run_script
-from traintime.data.retrieve import verify_retrieved
 from traintime.data.chronos_convergence import normalise_convergence, write_convergence
+from traintime.data.retrieve import verify_retrieved
 
 log = logging.getLogger("traintime.chronos.convergence")
 

@@ -3,8 +3,8 @@
 from traintime.core.specs import load_specs
 from traintime.core.workflow import run_script
 from traintime.emulation import analysis as A
-from traintime.emulation import tables as T
 from traintime.emulation import plots
+from traintime.emulation import tables as T
 from traintime.emulation.mapping import (
     landscape,
     nearest_point,

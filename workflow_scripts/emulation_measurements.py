@@ -2,7 +2,11 @@
 
 from traintime.core.io import write_csv, write_json
 from traintime.core.workflow import run_script
-from traintime.emulation.analysis import file_digests, host_latency_files, load_host_rows
+from traintime.emulation.analysis import (
+    file_digests,
+    host_latency_files,
+    load_host_rows,
+)
 
 
 def main(snakemake):

@@ -11,7 +11,12 @@ from traintime.emulation.analysis import (
     read_host_table,
     to_predictions,
 )
-from traintime.emulation.mapping import host_predictions, mapping_status, spec_mapping, sweep_points
+from traintime.emulation.mapping import (
+    host_predictions,
+    mapping_status,
+    spec_mapping,
+    sweep_points,
+)
 from traintime.emulation.traces import evaluation_slice, load_traces
 
 

@@ -3,8 +3,8 @@
 from traintime.core.io import read_csv, write_csv, write_table
 from traintime.core.workflow import run_script
 from traintime.emulation import analysis as A
-from traintime.emulation import tables as T
 from traintime.emulation import plots
+from traintime.emulation import tables as T
 from traintime.emulation.traces import MANIFEST
 
 TITLES = {

@@ -3,8 +3,8 @@ workload, walked on the meta device (rule steptime_op_graphs)."""
 
 import logging
 
-from traintime.core.workflow import run_script
 from traintime.chronos.steptime_report import build_op_graphs
+from traintime.core.workflow import run_script
 
 log = logging.getLogger("traintime")
 

@@ -2,8 +2,8 @@
 
 import logging
 
-from traintime.core.workflow import run_script
 from traintime.chronos.steptime_report import steptime_job
+from traintime.core.workflow import run_script
 
 log = logging.getLogger("traintime")
 

@@ -47,8 +47,8 @@ from traintime.core.errors import (
     TraintimeError,
     UnknownNameError,
 )
-
 from traintime.predict_ranking import RankingMixin
+
 log = logging.getLogger(__name__)
 
 #: early-stopping settings of the released families (convergence rows need them)
@@ -93,8 +93,8 @@ class TrainingTimePredictor(RankingMixin):
                  curve: list[float] | None = None) -> None:
         from traintime.core.specs import canonical_gpu, load_specs
         from traintime.measure.datasets import dataset_info
-        from traintime.measure.timing import optimizer_label
         from traintime.measure.models import model_img_px, resolve_model
+        from traintime.measure.timing import optimizer_label
 
         self.specs = load_specs() if specs is None else specs
         self.resolved = resolve_model(model)
@@ -279,9 +279,9 @@ class TrainingTimePredictor(RankingMixin):
         if self._probe is None:
             import torch
 
+            from traintime.measure.models import create_model
             from traintime.measure.probe import probe, probe_batch
             from traintime.measure.timing import resolve_device
-            from traintime.measure.models import create_model
 
             dev = resolve_device(self.device)
             ds = self._probe_data()

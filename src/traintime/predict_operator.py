@@ -31,8 +31,17 @@ def fit_operator_model(iteration: pd.DataFrame, op_graphs: pd.DataFrame, specs: 
                        alpha: float = ALPHA) -> Any:
     """OperatorRooflineRegressor fitted on every CHRONOS row with an op graph (module doc)."""
     from traintime.chronos.steptime import OperatorRooflineRegressor
-    from traintime.chronos.steptime_eval import as_trace_rows, chronos_rows, op_graph_as_trace
-    from traintime.emulation.steptime_traces import TERMS, class_table, gpu_table, roofline_features
+    from traintime.chronos.steptime_eval import (
+        as_trace_rows,
+        chronos_rows,
+        op_graph_as_trace,
+    )
+    from traintime.emulation.steptime_traces import (
+        TERMS,
+        class_table,
+        gpu_table,
+        roofline_features,
+    )
 
     rows = chronos_rows(iteration, op_graphs)
     X = roofline_features(as_trace_rows(rows), class_table(op_graph_as_trace(op_graphs)),
@@ -47,8 +56,17 @@ def operator_logo(iteration: pd.DataFrame, op_graphs: pd.DataFrame, specs: pd.Da
     """Leave-one-GPU-out compute-time predictions of the operator model (refitted without each GPU): the
     rows of :func:`traintime.chronos.steptime_eval.chronos_rows` with ``pred_ms``."""
     from traintime.chronos.steptime import OperatorRooflineRegressor
-    from traintime.chronos.steptime_eval import as_trace_rows, chronos_rows, op_graph_as_trace
-    from traintime.emulation.steptime_traces import TERMS, class_table, gpu_table, roofline_features
+    from traintime.chronos.steptime_eval import (
+        as_trace_rows,
+        chronos_rows,
+        op_graph_as_trace,
+    )
+    from traintime.emulation.steptime_traces import (
+        TERMS,
+        class_table,
+        gpu_table,
+        roofline_features,
+    )
 
     rows = chronos_rows(iteration, op_graphs)
     X = roofline_features(as_trace_rows(rows), class_table(op_graph_as_trace(op_graphs)),
@@ -91,7 +109,11 @@ class OperatorStepModel:
                 f"fitted on {getattr(self.regressor, 'rows_', '?')} CHRONOS compute times{self.source}")
 
     def predict(self, rows: pd.DataFrame) -> np.ndarray:
-        from traintime.emulation.steptime_traces import class_table, gpu_table, roofline_features
+        from traintime.emulation.steptime_traces import (
+            class_table,
+            gpu_table,
+            roofline_features,
+        )
         from traintime.measure.opgraph import extrapolate
 
         out = np.full(len(rows), np.nan)

@@ -60,7 +60,10 @@ def trace_subset(traces: pd.DataFrame, img_px: int = 224, precisions: Sequence[s
 
 def step_models(calibration: dict[str, Any] | None) -> dict[str, dict[str, Any]]:
     """{method: {family: step model}} of the methods compared (module doc)."""
-    from traintime.chronos.roofline_frozen import FrozenRoofline, frozen_from_calibration
+    from traintime.chronos.roofline_frozen import (
+        FrozenRoofline,
+        frozen_from_calibration,
+    )
 
     assumed = FrozenRoofline(0.40, 0.60, 5.0, fitted=False)
     fams = ("CNN", "MLP", "Transformer")
@@ -197,7 +200,10 @@ def step_model_selection(iteration: pd.DataFrame, specs: pd.DataFrame,
     (:func:`traintime.predict_operator.operator_logo`). All are deterministic (no seed). With op graphs, the
     models are compared on the rows that have one (``rows_subset`` = ``with op graph``; DistilBERT, a text
     model, has none); the roofline is also reported on all rows."""
-    from traintime.chronos.roofline_calibration import iteration_step_rows, logo_step_predictions
+    from traintime.chronos.roofline_calibration import (
+        iteration_step_rows,
+        logo_step_predictions,
+    )
     from traintime.chronos.roofline_frozen import FrozenRoofline
     from traintime.core.metrics import mape
 

@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-
 log = logging.getLogger(__name__)
 
 

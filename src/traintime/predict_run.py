@@ -24,7 +24,6 @@ import pandas as pd
 
 from traintime.core.errors import ArgumentError, TraintimeError
 
-
 #: step-time models ``--step-model`` names (default first). results/tables/predict_step_model_selection.md compares
 #: them by leave-one-GPU-out compute-time error on CHRONOS: the operator model is lower in every family (CNN 42.5 vs
 #: 52.5 %, MLP 29.5 vs 32.4 %, Transformer 30.7 vs 70.5 % on the rows with an op graph), but it is not the default
@@ -140,7 +139,10 @@ def default_step_model(models_dir: Path, data_dir: Path, family: str, specs_rows
     interval. ``'roofline'`` (default): the roofline with the constants of
     ``<models_dir>/steptime/roofline_calibration.json`` (rule predict_interval_coverage) when present, else
     fitted now on ``<data_dir>/iteration.csv`` (slower), else the assumed constants (no interval)."""
-    from traintime.chronos.roofline_frozen import FrozenRoofline, frozen_from_calibration
+    from traintime.chronos.roofline_frozen import (
+        FrozenRoofline,
+        frozen_from_calibration,
+    )
 
     if step_model not in STEP_MODELS:
         raise ArgumentError(f"--step-model {step_model!r}: use one of {', '.join(STEP_MODELS)}")
@@ -218,8 +220,8 @@ def efficiency_step_model(models_dir: Path, coverage: float) -> tuple[Any, float
 
 
 def run_predict(args: argparse.Namespace, out: Any = None, err: Any = None) -> int:
-    from traintime.core.gpudb import gpu_database
     from traintime import predict_checks as chk
+    from traintime.core.gpudb import gpu_database
     from traintime.predict_output import sort_plan, text_table, to_json
     from traintime.predict_plan import PlanContext, epochs_conformal, plan
     from traintime.predict_static import make_workload, training_range_warnings

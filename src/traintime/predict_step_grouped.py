@@ -32,7 +32,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traintime.predict_public_eval import PRECISION, TRACE_NUM_CLASSES, TRACE_OPTIMIZER, pair_order
+from traintime.predict_public_eval import (
+    PRECISION,
+    TRACE_NUM_CLASSES,
+    TRACE_OPTIMIZER,
+    pair_order,
+)
 
 GENERATIONS = {"3": "Ampere", "4": "Ada", "5": "Blackwell"}
 KEY = ["model", "img_px", "batch_size", "precision"]
@@ -109,7 +114,10 @@ def grouped_predictions(data: pd.DataFrame, calibration: dict[str, Any] | None,
                         factory: Callable[[], Any] | None = None) -> pd.DataFrame:
     """Out-of-fold predictions of every method and protocol (module doc); ``factory`` builds the efficiency
     model (default ``NestedEfficiencyStepTime()``; tests pass a spy). Columns: protocol, fold, method, row, pred_ms."""
-    from traintime.chronos.efficiency_step import NestedEfficiencyStepTime, source_weights
+    from traintime.chronos.efficiency_step import (
+        NestedEfficiencyStepTime,
+        source_weights,
+    )
     from traintime.chronos.roofline_calibration import logo_step_predictions
     from traintime.chronos.roofline_frozen import FrozenRoofline
 
@@ -207,7 +215,10 @@ def run_step_grouped(traces: pd.DataFrame, iteration: pd.DataFrame, calibration:
                      specs_path: str | None = None, img_px: int = 224, precisions: Any = ("fp32", "fp16"),
                      batch_sizes: Any = (16, 64), coverage: float = 0.9) -> tuple[pd.DataFrame, pd.DataFrame, dict, str]:
     """(summary, interval coverage, frozen efficiency model JSON fitted on all rows of both sources, markdown)."""
-    from traintime.chronos.efficiency_step import NestedEfficiencyStepTime, source_weights
+    from traintime.chronos.efficiency_step import (
+        NestedEfficiencyStepTime,
+        source_weights,
+    )
     from traintime.chronos.roofline_calibration import iteration_step_rows
     from traintime.core.gpudb import gpu_database
     from traintime.predict_public_eval import trace_subset

@@ -67,7 +67,13 @@ from sklearn.linear_model import LinearRegression
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
-from traintime.chronos.convergence_pooling import FeatureXGB, NTKGuidedPerModel, PartialPooling, PooledLogLinear, SeenOrFeatures
+from traintime.chronos.convergence_pooling import (
+    FeatureXGB,
+    NTKGuidedPerModel,
+    PartialPooling,
+    PooledLogLinear,
+    SeenOrFeatures,
+)
 from traintime.core.errors import SchemaError, unknown_name
 from traintime.data.chronos_convergence import PROBE_COLUMNS
 

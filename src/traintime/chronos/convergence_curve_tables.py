@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from traintime.chronos.curves_model import curves_table, grouped_curve_errors, runs_from_tables
+from traintime.chronos.curves_model import (
+    curves_table,
+    grouped_curve_errors,
+    runs_from_tables,
+)
 from traintime.core.io import read_csv, to_markdown, write_csv, write_text
 
 

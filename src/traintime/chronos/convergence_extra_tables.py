@@ -7,7 +7,13 @@ from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from traintime.chronos.convergence_probe import NTK_VARIANTS, PROBE_SETS, ablation_table, ntk_gap, probe_ablation
+from traintime.chronos.convergence_probe import (
+    NTK_VARIANTS,
+    PROBE_SETS,
+    ablation_table,
+    ntk_gap,
+    probe_ablation,
+)
 from traintime.core.io import read_csv, to_markdown, write_csv, write_text
 
 NTK_FORMULA = ("NTK-guided baseline (`ntk_guided`, reconstruction after Zancato et al. 2020; the release has no "

@@ -38,7 +38,13 @@ from sklearn.base import BaseEstimator, RegressorMixin
 from sklearn.linear_model import LinearRegression
 
 from traintime.chronos.convergence import TARGET, NTKGuided, PerFamily
-from traintime.chronos.convergence_pooling import MONOTONE, XGB_MONOTONE_PARAMS, _log_epochs, _num, physical_features
+from traintime.chronos.convergence_pooling import (
+    MONOTONE,
+    XGB_MONOTONE_PARAMS,
+    _log_epochs,
+    _num,
+    physical_features,
+)
 from traintime.chronos.convergence_protocols import protocol_splits
 from traintime.chronos.convergence_tables import summary_seed_metrics
 from traintime.chronos.selection import Candidate, NestedSelector

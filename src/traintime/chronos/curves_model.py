@@ -21,8 +21,8 @@ mean, sd and 95 % interval over the training seeds.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
 from collections.abc import Mapping, Sequence
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -31,7 +31,13 @@ from sklearn.linear_model import Ridge
 from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
-from traintime.chronos.curves import GENERIC_PRIOR, FAMILIES, _check_curve, fit_curve, predict_stop_epoch
+from traintime.chronos.curves import (
+    FAMILIES,
+    GENERIC_PRIOR,
+    _check_curve,
+    fit_curve,
+    predict_stop_epoch,
+)
 from traintime.core.errors import SchemaError, unknown_name
 
 #: Methods scored by :func:`grouped_curve_errors` besides ``selected``.

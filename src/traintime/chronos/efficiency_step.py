@@ -18,7 +18,12 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, RegressorMixin
 
-from traintime.chronos.efficiency_frozen import FEATURE_SETS, FrozenEfficiency, efficiency_features, efficiency_predict
+from traintime.chronos.efficiency_frozen import (
+    FEATURE_SETS,
+    FrozenEfficiency,
+    efficiency_features,
+    efficiency_predict,
+)
 from traintime.core.errors import SchemaError
 
 

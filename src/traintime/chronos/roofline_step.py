@@ -33,9 +33,12 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, RegressorMixin
 
+from traintime.chronos.roofline_frozen import (  # noqa: E402
+    STEP_ROW_COLUMNS,
+    roofline_label,
+    roofline_terms,
+)
 from traintime.core.errors import SchemaError
-
-from traintime.chronos.roofline_frozen import STEP_ROW_COLUMNS, roofline_label, roofline_terms  # noqa: E402
 
 
 @runtime_checkable

@@ -30,7 +30,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from sklearn.base import BaseEstimator, RegressorMixin
-from sklearn.utils.validation import check_is_fitted, check_X_y, check_array
+from sklearn.utils.validation import check_array, check_is_fitted, check_X_y
 
 from traintime.core.errors import SchemaError
 

@@ -131,7 +131,12 @@ def evaluate_new(table: pd.DataFrame, op_graphs: pd.DataFrame, specs: pd.DataFra
                  seeds: Sequence[int], alpha: float = 1e-3, clip_z: bool = False) -> pd.DataFrame:
     """Out-of-fold predictions of the new two-label model: one row per (seed, test row) with
     ``pred_compute``, ``pred_loader``, ``pred_step``; ``attrs['fit_s']`` per compute fit."""
-    from traintime.emulation.steptime_traces import TERMS, class_table, gpu_table, roofline_features
+    from traintime.emulation.steptime_traces import (
+        TERMS,
+        class_table,
+        gpu_table,
+        roofline_features,
+    )
 
     rows = chronos_rows(table, op_graphs)
     classes = class_table(op_graph_as_trace(op_graphs))

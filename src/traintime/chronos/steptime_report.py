@@ -74,7 +74,11 @@ def chronos_tables(table: pd.DataFrame, op_graphs: pd.DataFrame, specs: pd.DataF
                    seeds: Sequence[int], previous_label_seeds: Sequence[int], alpha: float,
                    clip_z: bool = False) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Long table: protocol, method, label, pooled / group MAPE (mean, sd), MAE; plus fit times."""
-    from traintime.chronos.steptime_eval import evaluate_new, evaluate_previous, summarise
+    from traintime.chronos.steptime_eval import (
+        evaluate_new,
+        evaluate_previous,
+        summarise,
+    )
 
     out, fits = [], {}
     for protocol in protocols:

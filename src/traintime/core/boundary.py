@@ -44,8 +44,8 @@ from traintime.core.errors import (
     DataUnavailableError,
     DeviceStateError,
     SchemaError,
-    TraintimeError,
     TrainingError,
+    TraintimeError,
     UnknownNameError,
 )
 

@@ -23,8 +23,13 @@ def dag_outputs(snakefile: Path, workdir: Path, configfiles: list[Path] | None =
     forced (``--forceall``) so the answer does not depend on what ``workdir`` already holds. Uses
     Snakemake's workflow object as its ``--report`` code path does (private API of Snakemake 9)."""
     from snakemake.api import SnakemakeApi
-    from snakemake.settings.types import (ConfigSettings, DAGSettings, OutputSettings, ResourceSettings,
-                                          StorageSettings)
+    from snakemake.settings.types import (
+        ConfigSettings,
+        DAGSettings,
+        OutputSettings,
+        ResourceSettings,
+        StorageSettings,
+    )
 
     with SnakemakeApi(OutputSettings()) as api:
         wf_api = api.workflow(resource_settings=ResourceSettings(cores=1),

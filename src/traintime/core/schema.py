@@ -9,7 +9,6 @@ column and the first offending row. :meth:`TableSchema.to_markdown` renders the 
 from __future__ import annotations
 
 from collections.abc import Callable
-
 from dataclasses import dataclass, field
 
 import numpy as np

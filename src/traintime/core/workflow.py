@@ -102,7 +102,13 @@ def run_script(main: Callable[[Any], None], rulename: str, script_globals: dict[
     """Run ``main(snakemake)`` with logging, inside the error boundary of
     :mod:`traintime.core.boundary` (one ``error:`` line, documented exit status; the traceback of an
     internal error goes to the rule's log file, and to stderr with ``TRAINTIME_DEBUG=1``)."""
-    from traintime.core.boundary import EXIT_INTERNAL, debug_requested, error_message, exit_code, guarded
+    from traintime.core.boundary import (
+        EXIT_INTERNAL,
+        debug_requested,
+        error_message,
+        exit_code,
+        guarded,
+    )
 
     sm = script_globals.get("snakemake")
 

@@ -19,7 +19,6 @@ the raw row order within a family (``raw_row``), which the released random split
 from __future__ import annotations
 
 import dataclasses
-
 import logging
 import os
 from collections.abc import Mapping

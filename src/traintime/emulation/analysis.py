@@ -147,8 +147,8 @@ def load_host_rows(files: Sequence[str], allow_synthetic: bool = False,
     Rows repeating a key already read from an earlier file are dropped (earlier folders win) with
     a warning. Synthetic rows are refused unless ``allow_synthetic``. No file: empty frame.
     """
-    from traintime.emulation.trust import trusted
     from traintime.core.specs import canonical_gpu
+    from traintime.emulation.trust import trusted
 
     frames = []
     for f in files:

@@ -9,7 +9,6 @@ from typing import Any
 
 import numpy as np
 
-
 #: Name prefix of the profiler range around each recorded op: ``traintime_op#<repeat>:<index>``.
 PREFIX = "traintime_op#"
 #: Trace categories of device activities (time on the GPU).

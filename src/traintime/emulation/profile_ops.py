@@ -68,7 +68,12 @@ import pandas as pd
 from traintime.core.errors import DeviceStateError, SchemaError, TraintimeError
 from traintime.core.io import write_csv
 from traintime.emulation.baselines import OP_PROFILE
-from traintime.emulation.op_trace import PREFIX, OpTiming, TraceAttribution, attribute_trace
+from traintime.emulation.op_trace import (
+    PREFIX,
+    OpTiming,
+    TraceAttribution,
+    attribute_trace,
+)
 from traintime.emulation.workload import TrainStep, WorkloadSpec, make_workload
 
 log = logging.getLogger(__name__)

@@ -105,13 +105,13 @@ def run_probe_job(model: str, dataset: str, collect: Mapping[str, Any], device: 
     import torch
 
     from traintime.measure.datasets import dataset_info, load_dataset
+    from traintime.measure.models import create_model, model_img_px, resolve_model
     from traintime.measure.probe import probe, probe_batch
     from traintime.measure.timing import (
         device_columns,
         resolve_device,
         software_versions,
     )
-    from traintime.measure.models import create_model, model_img_px, resolve_model
 
     dev = resolve_device(device or collect["device"])
     info = dataset_info(dataset, img_px=collect["img_px"])
@@ -157,6 +157,12 @@ def run_convergence_job(run: Mapping[str, Any], collect: Mapping[str, Any],
     import torch
 
     from traintime.measure.datasets import dataset_info, load_dataset
+    from traintime.measure.models import (
+        create_model,
+        model_arch,
+        model_img_px,
+        resolve_model,
+    )
     from traintime.measure.probe import probe, probe_batch
     from traintime.measure.timing import (
         device_columns,
@@ -166,12 +172,6 @@ def run_convergence_job(run: Mapping[str, Any], collect: Mapping[str, Any],
         utc_timestamp,
     )
     from traintime.measure.train import split_indices, train_to_convergence
-    from traintime.measure.models import (
-        create_model,
-        model_arch,
-        model_img_px,
-        resolve_model,
-    )
 
     c = collect["convergence"]
     dev = resolve_device(device or collect["device"])

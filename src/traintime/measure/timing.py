@@ -41,8 +41,7 @@ from traintime.core.errors import (
     UnknownNameError,
     unknown_name,
 )
-from traintime.measure import datasets
-from traintime.measure import models
+from traintime.measure import datasets, models
 from traintime.measure.analytic import analytic_features, iteration_columns
 
 log = logging.getLogger(__name__)
@@ -293,7 +292,6 @@ def device_columns(device: torch.device, expected_gpu: str | None = None,
     on another GPU (:func:`traintime.measure.device.check_expected_device`)."""
     from traintime.core.specs import canonical_gpu, load_specs
     from traintime.measure.device import check_expected_device, describe_device
-
     from traintime.measure.device_request import FAKE_GPU_ENV, fake_gpu
 
     specs = load_specs() if specs is None else specs
