@@ -44,8 +44,9 @@ def test_config_yaml_holds_no_key_equal_to_its_schema_default():
 
 def test_the_check_sees_a_repeated_default():
     schema = load_schema(SCHEMA_PATH)
-    cfg = {"seeds": [42, 0, 1, 2, 3], "collect": {"convergence": {"patience": 7, "max_epochs": 15}},
-           "chronos_iteration": {"protocol_settings": {"lomo": {"estimators": ["xgboost", "replicate_median"]}}}}
+    cfg = {"seeds": [42, 0, 1], "collect": {"convergence": {"patience": 7, "max_epochs": 15}},
+           "chronos_iteration": {"protocol_settings": {"lomo": {
+               "estimators": ["xgboost", "replicate_median"]}}}}
     assert same_as_default(cfg, schema, schema) == [
         "seeds", "collect.convergence.patience", "chronos_iteration.protocol_settings.lomo.estimators"]
 
@@ -53,12 +54,16 @@ def test_the_check_sees_a_repeated_default():
 def test_the_embedded_default_is_the_schema_defaults_plus_the_overrides():
     """The 2-core sizing of the default run (values checked against the config before the move)."""
     cfg = validate_config(merge_config_files([REPO / "config.yaml"]), SCHEMA_PATH)
-    assert cfg["seeds"] == [42, 0, 1, 2, 3]
+    assert cfg["seeds"] == [42, 0, 1]
     assert cfg["data"]["mirror"] == "../shared/data" and cfg["data"]["allow_download"] is True
     ps = cfg["chronos_iteration"]["protocol_settings"]
     assert ps["random"] == {"feature_sets": ["paper", "clean"], "n_seeds": None,
                             "estimators": ["xgboost", "random_forest", "mlp", "replicate_median"]}
-    assert ps["logo"] == {"feature_sets": ["clean"], "estimators": ["xgboost", "replicate_median"], "n_seeds": 1}
+    assert ps["logo"] == {"feature_sets": ["clean"], "estimators": ["xgboost", "replicate_median", "nested"],
+                          "n_seeds": None}
+    for p in ("lomo", "lodo"):
+        assert ps[p] == {"feature_sets": ["clean"], "estimators": ["xgboost", "replicate_median", "nested"],
+                         "n_seeds": None}
     conv = cfg["collect"]["convergence"]
     assert (conv["patience"], conv["max_epochs"], conv["min_delta"]) == (2, 15, 0.0005)
     assert conv["seed_study"]["seeds"] == [0, 1, 2] and conv["seed_study"]["patience"] == 3
