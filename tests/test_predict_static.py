@@ -78,3 +78,16 @@ def test_batch_outside_training_range_and_unseen_family_warn(tmp_path) -> None:
     vit = make_workload("vit_tiny_patch16_224", 64, dataset="cifar10")
     warns = training_range_warnings(vit, tmp_path, trained_families=["CNN"])
     assert any(x.startswith("WARNING family: Transformer") for x in warns)
+
+
+def test_a_step_model_fitted_on_the_traces_too_widens_the_checked_input_range(tmp_path) -> None:
+    pd.DataFrame({"family": ["CNN"] * 2, "batch_size": [32, 256], "input_px": [32, 64]}).to_csv(
+        tmp_path / "iteration.csv", index=False)
+    pd.DataFrame({"batch_size": [16, 64], "img_px": [64, 224]}).to_csv(tmp_path / "traces.csv", index=False)
+    w = make_workload("resnet18", 64, input_size=224, num_classes=10)
+    assert any(x.startswith("WARNING input: 224 px") for x in training_range_warnings(w, tmp_path))
+    warns = training_range_warnings(w, tmp_path, with_traces=True)
+    assert not any(x.startswith("WARNING input") for x in warns)
+    big = make_workload("resnet18", 64, input_size=512, num_classes=10)
+    warns = training_range_warnings(big, tmp_path, with_traces=True)
+    assert any("32-224 px of CNN rows and the consumer-GPU traces" in x for x in warns)

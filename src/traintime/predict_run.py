@@ -289,7 +289,8 @@ def run_predict(args: argparse.Namespace, out: Any = None, err: Any = None) -> i
         q, s, note = epochs_conformal(data_dir, args.convergence_method, w.family, args.coverage)
         ctx.epochs_q, ctx.seed_q = q, s
         ctx.notes.append(note)
-    warnings = training_range_warnings(w, data_dir, families)
+    warnings = training_range_warnings(w, data_dir, families,
+                                       with_traces=getattr(args, "step_model", "roofline") == "efficiency")
     df = plan(w, gpus, step_model, ctx, epochs=epochs, workers=args.workers, model_kwargs=kwargs)
     if args.workers and args.loader_sample_ms is not None:
         from traintime.predict_plan import loader_wait_ms

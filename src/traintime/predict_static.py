@@ -242,10 +242,12 @@ def step_rows(w: Workload, gpus: pd.DataFrame, model_kwargs: dict[str, Any] | No
     return rows
 
 
-def training_range_warnings(w: Workload, data_dir: Any, trained_families: list[str] | None = None) -> list[str]:
+def training_range_warnings(w: Workload, data_dir: Any, trained_families: list[str] | None = None,
+                            with_traces: bool = False) -> list[str]:
     """Labelled warnings where the request lies outside what the saved models were trained on:
     family, batch size and input size ranges of ``<data_dir>/iteration.csv`` (the step-time training
-    data) and the families of the saved convergence model (``trained_families``)."""
+    data; with ``with_traces``, for a step model also fitted on the consumer-GPU traces, their batch and
+    input sizes widen the ranges) and the families of the saved convergence model (``trained_families``)."""
     from pathlib import Path
 
     out: list[str] = []
@@ -264,12 +266,21 @@ def training_range_warnings(w: Workload, data_dir: Any, trained_families: list[s
     if fam.empty:
         out.append(f"WARNING family: no {w.family} rows in the step-time training data")
         return out
-    lo, hi = int(fam["batch_size"].min()), int(fam["batch_size"].max())
+    batches = pd.to_numeric(fam["batch_size"])
+    pxs = pd.to_numeric(fam["input_px"]) if "input_px" in fam.columns else pd.Series(dtype=float)
+    rows = f"{w.family} rows"
+    traces = Path(data_dir) / "traces.csv"
+    if with_traces and traces.exists():
+        tr = read_csv(traces, usecols=lambda c: c in ("batch_size", "img_px"))
+        batches = pd.concat([batches, pd.to_numeric(tr["batch_size"])])
+        pxs = pd.concat([pxs, pd.to_numeric(tr["img_px"])])
+        rows += " and the consumer-GPU traces"
+    lo, hi = int(batches.min()), int(batches.max())
     if not lo <= w.batch_size <= hi:
-        out.append(f"WARNING batch: {w.batch_size} lies outside the training range {lo}-{hi} of {w.family} rows")
-    if "input_px" in fam.columns and fam["input_px"].notna().any():
-        plo, phi = int(fam["input_px"].min()), int(fam["input_px"].max())
+        out.append(f"WARNING batch: {w.batch_size} lies outside the training range {lo}-{hi} of {rows}")
+    if pxs.notna().any():
+        plo, phi = int(pxs.min()), int(pxs.max())
         if not plo <= w.input_px <= phi:
             out.append(f"WARNING input: {w.input_px} px lies outside the training range {plo}-{phi} px "
-                       f"of {w.family} rows")
+                       f"of {rows}")
     return out
