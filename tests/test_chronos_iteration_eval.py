@@ -161,6 +161,27 @@ def test_clean_roofline_extrapolates_an_efficiency_law_and_clean_does_not(table)
         build_model("clean_roofline", "xgboost", "CNN", 42, clean_options={"log_target": False}).fit(tr, y[cheap])
 
 
+def test_clean_roofline_leaves_rows_without_gpu_specs_out_of_the_fit_and_predicts_nan_for_them(table):
+    """A local CPU row has no GPU specs, so no ideal compute time: it is left out of the fit (the other rows
+    still train the model) and gets no prediction, instead of stopping the whole fit."""
+    from traintime.chronos.evaluation import build_model
+    from traintime.core.errors import SchemaError
+
+    rows = family_rows(table, "MLP").iloc[:400].copy()
+    cpu = rows.iloc[:5].copy()
+    cpu["gpu"] = "cpu"
+    specs = load_specs()
+    specs = pd.concat([specs, pd.DataFrame([{"gpu": "cpu"}])], ignore_index=True)
+    both = pd.concat([rows, cpu], ignore_index=True)
+    m = build_model("clean_roofline", "xgboost", "MLP", 42, categories=vocabulary(both), n_estimators_scale=0.1,
+                    clean_options={"log_target": True, "specs": specs})
+    pred = m.fit(both).predict(both)
+    assert np.isfinite(pred[: len(rows)]).all() and np.isnan(pred[len(rows):]).all()
+    with pytest.raises(SchemaError, match="no row has a positive"):
+        build_model("clean_roofline", "xgboost", "MLP", 42, categories=vocabulary(cpu), n_estimators_scale=0.1,
+                    clean_options={"log_target": True, "specs": specs}).fit(cpu)
+
+
 # --- estimators -----------------------------------------------------------------------------------
 def test_estimator_registry():
     assert set(ESTIMATORS) == {"xgboost", "random_forest", "mlp", "replicate_median"}

@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
+import logging
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,6 +45,8 @@ from sklearn.compose import TransformedTargetRegressor
 from traintime.chronos.features import CleanFeatures, FeatureBuilder
 from traintime.core.errors import SchemaError, TraintimeError, unknown_name
 from traintime.data.chronos import FAMILIES, ITERATION_TARGET
+
+log = logging.getLogger(__name__)
 
 #: released XGBoost settings that differ per family
 XGB_FAMILY_PARAMS: dict[str, dict[str, float | int]] = {
@@ -227,7 +230,15 @@ class IterationTimeModel(RegressorMixin, BaseEstimator):
                 if not self.log_target:
                     raise TraintimeError(f"feature set {self.features.name} regresses a log-time offset: "
                                          "it needs log_target")
-                yt = yt - off
+                keep = np.isfinite(off)
+                if not keep.any():
+                    raise SchemaError(f"feature set {self.features.name}: no row has a positive "
+                                      f"{getattr(self.features, 'offset_column', 'offset')} (needs "
+                                      "flops_train_per_sample and the GPU's fp32_gflops)")
+                if not keep.all():
+                    log.warning("feature set %s: %d of %d rows have no ideal compute time (no GPU specs) and are "
+                                "left out of the fit", self.features.name, int((~keep).sum()), len(keep))
+                X, yt = X[keep], yt[keep] - off[keep]
             self.estimator.fit(X, yt)
         self.n_train_rows_ = int(len(rows))
         return self

@@ -353,13 +353,13 @@ class CleanRooflineFeatures(CleanFeatures):
     offset_column = "ideal_compute_fp32_ms"
 
     def log_offset(self, X: pd.DataFrame) -> np.ndarray:
+        """log(ideal FP32 compute time); NaN for a row without one (a device with no GPU specs, such as a
+        local CPU row): such rows are left out of fitting and get no prediction (NaN)."""
         v = X[self.offset_column].to_numpy(dtype=float)
         if self.log_features and self.offset_column in _LOG_COLUMNS:
             v = np.power(10.0, v)
-        if not np.all(np.isfinite(v) & (v > 0)):
-            raise SchemaError(f"feature set {self.name} ({self.family}): {self.offset_column} must be positive "
-                              "(needs flops_train_per_sample and the GPU's fp32_gflops)")
-        return np.log(v)
+        ok = np.isfinite(v) & (v > 0)
+        return np.where(ok, np.log(np.where(ok, v, 1.0)), np.nan)
 
 
 _CLEAN_BUILDERS: dict[str, type[CleanFeatures]] = {"clean": CleanFeatures, "clean_roofline": CleanRooflineFeatures}
