@@ -27,10 +27,8 @@ from traintime.core.errors import DataUnavailableError, TraintimeError
 ALPHA = 1e-3
 
 
-def fit_operator_model(iteration: pd.DataFrame, op_graphs: pd.DataFrame, specs: pd.DataFrame,
-                       alpha: float = ALPHA) -> Any:
-    """OperatorRooflineRegressor fitted on every CHRONOS row with an op graph (module doc)."""
-    from traintime.chronos.steptime import OperatorRooflineRegressor
+def _operator_rows(iteration: pd.DataFrame, op_graphs: pd.DataFrame, specs: pd.DataFrame) -> tuple[Any, Any, int]:
+    """(CHRONOS rows with an op graph, their operator roofline features, number of terms)."""
     from traintime.chronos.steptime_eval import (
         as_trace_rows,
         chronos_rows,
@@ -46,7 +44,16 @@ def fit_operator_model(iteration: pd.DataFrame, op_graphs: pd.DataFrame, specs: 
     rows = chronos_rows(iteration, op_graphs)
     X = roofline_features(as_trace_rows(rows), class_table(op_graph_as_trace(op_graphs)),
                           gpu_table(specs, sorted(rows["gpu"].unique())))
-    reg = OperatorRooflineRegressor(n_terms=len(TERMS), alpha=alpha).fit(X, rows["compute_time_ms"].to_numpy(float))
+    return rows, X, len(TERMS)
+
+
+def fit_operator_model(iteration: pd.DataFrame, op_graphs: pd.DataFrame, specs: pd.DataFrame,
+                       alpha: float = ALPHA) -> Any:
+    """OperatorRooflineRegressor fitted on every CHRONOS row with an op graph (module doc)."""
+    from traintime.chronos.steptime import OperatorRooflineRegressor
+
+    rows, X, n_terms = _operator_rows(iteration, op_graphs, specs)
+    reg = OperatorRooflineRegressor(n_terms=n_terms, alpha=alpha).fit(X, rows["compute_time_ms"].to_numpy(float))
     reg.rows_ = len(rows)
     return reg
 
@@ -56,26 +63,13 @@ def operator_logo(iteration: pd.DataFrame, op_graphs: pd.DataFrame, specs: pd.Da
     """Leave-one-GPU-out compute-time predictions of the operator model (refitted without each GPU): the
     rows of :func:`traintime.chronos.steptime_eval.chronos_rows` with ``pred_ms``."""
     from traintime.chronos.steptime import OperatorRooflineRegressor
-    from traintime.chronos.steptime_eval import (
-        as_trace_rows,
-        chronos_rows,
-        op_graph_as_trace,
-    )
-    from traintime.emulation.steptime_traces import (
-        TERMS,
-        class_table,
-        gpu_table,
-        roofline_features,
-    )
 
-    rows = chronos_rows(iteration, op_graphs)
-    X = roofline_features(as_trace_rows(rows), class_table(op_graph_as_trace(op_graphs)),
-                          gpu_table(specs, sorted(rows["gpu"].unique())))
+    rows, X, n_terms = _operator_rows(iteration, op_graphs, specs)
     y = rows["compute_time_ms"].to_numpy(float)
     pred = np.full(len(rows), np.nan)
     for g in sorted(rows["gpu"].unique()):
         test = (rows["gpu"] == g).to_numpy()
-        pred[test] = OperatorRooflineRegressor(n_terms=len(TERMS), alpha=alpha).fit(X[~test], y[~test]).predict(X[test])
+        pred[test] = OperatorRooflineRegressor(n_terms=n_terms, alpha=alpha).fit(X[~test], y[~test]).predict(X[test])
     return rows.assign(pred_ms=pred)
 
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -73,15 +73,14 @@ def step_models(calibration: dict[str, Any] | None) -> dict[str, dict[str, Any]]
     return out
 
 
-def predict_subset(subset: pd.DataFrame, gpus: pd.DataFrame, models: dict[str, dict[str, Any]],
-                   only: dict[str, set[str]] | None = None) -> pd.DataFrame:
-    """One row per (measured row, method) with ``pred_ms``; ``attrs['skipped']``: models predict cannot build.
-    ``only``: method -> the traced models it is run on (others: every model)."""
+def trace_workloads(subset: pd.DataFrame, gpus: pd.DataFrame, skipped: list[str]) -> Iterator[tuple[Any, ...]]:
+    """Per traced workload (model, input size, batch, precision): (its measured rows, predict's
+    :class:`~traintime.predict_static.Workload`, predict's step rows on those rows' GPUs). A model predict
+    cannot build is appended to ``skipped`` (one line) and left out."""
     from traintime.core.errors import TraintimeError
     from traintime.predict_static import make_workload, step_rows
 
     spec = gpus.drop_duplicates("gpu").set_index("gpu")
-    out, skipped = [], []
     for (model, px, batch, prec), g in subset.groupby(["model", "img_px", "batch_size", "precision"], sort=True):
         try:
             w = make_workload(model, int(batch), PRECISION[prec], TRACE_OPTIMIZER, input_size=int(px),
@@ -90,6 +89,17 @@ def predict_subset(subset: pd.DataFrame, gpus: pd.DataFrame, models: dict[str, d
         except TraintimeError as exc:
             skipped.append(f"{model}: {str(exc).splitlines()[0][:120]}")
             continue
+        yield g, w, rows
+
+
+def predict_subset(subset: pd.DataFrame, gpus: pd.DataFrame, models: dict[str, dict[str, Any]],
+                   only: dict[str, set[str]] | None = None) -> pd.DataFrame:
+    """One row per (measured row, method) with ``pred_ms``; ``attrs['skipped']``: models predict cannot build.
+    ``only``: method -> the traced models it is run on (others: every model)."""
+    out: list[pd.DataFrame] = []
+    skipped: list[str] = []
+    for g, w, rows in trace_workloads(subset, gpus, skipped):
+        model = g["model"].iloc[0]
         for method, per_family in models.items():
             m = per_family.get(w.family)
             if m is None or (only and method in only and model not in only[method]):

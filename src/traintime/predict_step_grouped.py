@@ -33,9 +33,6 @@ import numpy as np
 import pandas as pd
 
 from traintime.predict_public_eval import (
-    PRECISION,
-    TRACE_NUM_CLASSES,
-    TRACE_OPTIMIZER,
     pair_order,
 )
 
@@ -51,19 +48,12 @@ def generation(gpu: str) -> str:
 
 def trace_step_rows(subset: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataFrame:
     """Step rows (predict's static features) of the measured trace rows, with ``measured_ms``; attrs['skipped']."""
-    from traintime.core.errors import TraintimeError
-    from traintime.predict_static import make_workload, step_rows
+    from traintime.predict_public_eval import trace_workloads
 
-    spec = gpus.drop_duplicates("gpu").set_index("gpu")
-    out, skipped = [], []
-    for (model, px, batch, prec), g in subset.groupby(KEY, sort=True):
-        try:
-            w = make_workload(model, int(batch), PRECISION[prec], TRACE_OPTIMIZER, input_size=int(px),
-                              num_classes=TRACE_NUM_CLASSES)
-            rows = step_rows(w, spec.loc[g["gpu"]].reset_index())
-        except TraintimeError as exc:
-            skipped.append(f"{model}: {str(exc).splitlines()[0][:120]}")
-            continue
+    out: list[pd.DataFrame] = []
+    skipped: list[str] = []
+    for g, _, rows in trace_workloads(subset, gpus, skipped):
+        prec = g["precision"].iloc[0]
         rows["measured_ms"] = g["latency_ms"].to_numpy(dtype=float)
         rows["trace_precision"] = prec
         out.append(rows)
