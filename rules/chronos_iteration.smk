@@ -133,7 +133,8 @@ rule chronos_iteration_tables:
                        caption="../report/chronos_iteration_grouped_summary.rst",
                        category="CHRONOS iteration time"),
         summary_md=f"{TABLES}/iteration_grouped_summary.md",
-        choices=f"{TABLES}/iteration_nested_choices.csv",
+        choices=report(f"{TABLES}/iteration_nested_choices.csv", caption="../report/iteration_nested_choices.rst",
+                       category="CHRONOS iteration time"),
         choices_md=f"{TABLES}/iteration_nested_choices.md",
     log:
         f"{LOGS}/chronos_iteration/tables.log",
@@ -230,7 +231,8 @@ rule end_to_end_out_of_sample:
         csv=report(f"{TABLES}/end_to_end_out_of_sample.csv", caption="../report/end_to_end_out_of_sample.rst",
                    category="CHRONOS end-to-end"),
         md=f"{TABLES}/end_to_end_out_of_sample.md",
-        pairs=f"{TABLES}/end_to_end_out_of_sample_pairs.csv",
+        pairs=report(f"{TABLES}/end_to_end_out_of_sample_pairs.csv", caption="../report/end_to_end_out_of_sample_pairs.rst",
+                     category="CHRONOS end to end"),
     params:
         settings=CI["end_to_end"],
         seeds=ci_seeds(CI["end_to_end"]["protocol"]),

@@ -88,9 +88,11 @@ rule convergence_probe_ablation:
         f"{DATA}/convergence.csv",
         lib=lib("convergence_probe_ablation"),
     output:
-        csv=f"{TABLES}/convergence_probe_ablation.csv",
+        csv=report(f"{TABLES}/convergence_probe_ablation.csv", caption="../report/convergence_probe_ablation.rst",
+                   category="CHRONOS convergence"),
         md=f"{TABLES}/convergence_probe_ablation.md",
-        choices=f"{TABLES}/convergence_probe_ablation_choices.csv",
+        choices=report(f"{TABLES}/convergence_probe_ablation_choices.csv", caption="../report/convergence_probe_ablation_choices.rst",
+                       category="CHRONOS convergence"),
     params:
         protocols=CX_PROBE.get("protocols", ["cv", "lomo"]),
         seeds=config["seeds"],
@@ -111,7 +113,8 @@ rule convergence_ntk_gap:
         f"{DATA}/convergence.csv",
         lib=lib("convergence_ntk_gap"),
     output:
-        csv=f"{TABLES}/convergence_ntk_gap.csv",
+        csv=report(f"{TABLES}/convergence_ntk_gap.csv", caption="../report/convergence_ntk_gap.rst",
+                   category="CHRONOS convergence"),
         md=f"{TABLES}/convergence_ntk_gap.md",
     params:
         seeds=config["seeds"],
@@ -132,9 +135,11 @@ rule convergence_curves:
         curves=f"{DATA}/local_convergence_seed_curves.csv",
         lib=lib("convergence_curves"),
     output:
-        csv=f"{TABLES}/convergence_curves.csv",
+        csv=report(f"{TABLES}/convergence_curves.csv", caption="../report/convergence_curves.rst",
+                   category="CHRONOS convergence"),
         md=f"{TABLES}/convergence_curves.md",
-        errors=f"{TABLES}/convergence_curves_runs.csv",
+        errors=report(f"{TABLES}/convergence_curves_runs.csv", caption="../report/convergence_curves_runs.rst",
+                      category="CHRONOS convergence"),
     params:
         ks=[1, 2, 3, 5],
     log:

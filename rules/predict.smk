@@ -52,9 +52,11 @@ rule predict_public_eval:
         op_chronos=f"{DATA}/op_graphs_chronos.csv" if config["steptime"]["enabled"] else [],
         lib=lib("predict_public_eval"),
     output:
-        csv=f"{TABLES}/predict_public_eval.csv",
+        csv=report(f"{TABLES}/predict_public_eval.csv", caption="../report/predict_public_eval.rst",
+                   category="Prediction (traintime predict)"),
         md=f"{TABLES}/predict_public_eval.md",
-        selection_csv=f"{TABLES}/predict_step_model_selection.csv",
+        selection_csv=report(f"{TABLES}/predict_step_model_selection.csv", caption="../report/predict_step_model_selection.rst",
+                             category="Prediction (traintime predict)"),
         selection_md=f"{TABLES}/predict_step_model_selection.md",
     params:
         img_px=PUB["img_px"],
@@ -116,9 +118,11 @@ rule predict_step_grouped:
         public_eval=rules.predict_public_eval.output.csv,
         lib=lib("predict_step_grouped"),
     output:
-        csv=f"{TABLES}/predict_step_grouped.csv",
+        csv=report(f"{TABLES}/predict_step_grouped.csv", caption="../report/predict_step_grouped.rst",
+                   category="Prediction (traintime predict)"),
         md=f"{TABLES}/predict_step_grouped.md",
-        coverage_csv=f"{TABLES}/predict_step_grouped_coverage.csv",
+        coverage_csv=report(f"{TABLES}/predict_step_grouped_coverage.csv", caption="../report/predict_step_grouped_coverage.rst",
+                            category="Prediction (traintime predict)"),
         model=f"{RESULTS}/models/steptime/efficiency_model.json",
     params:
         img_px=PUB["img_px"],
