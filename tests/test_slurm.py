@@ -59,7 +59,8 @@ def workflow_rules() -> frozenset[str]:
     # The host-emulation GPU rules exist only when emulation.host.enabled is true: list them too.
     with tempfile.TemporaryDirectory() as tmp:
         host_on = Path(tmp) / "host_on.yaml"
-        host_on.write_text("emulation: {host: {enabled: true}}\n")
+        # host_gpu named: null reads this machine's GPU when the Snakefile is parsed, and CI has none
+        host_on.write_text("emulation: {host: {enabled: true, host_gpu: RTX-5090}}\n")
         proc = subprocess.run(
             [sys.executable, "-m", "snakemake", "--list-rules", "--workflow-profile", str(PROFILE.parent),
              "--configfile", str(host_on)],
