@@ -102,7 +102,7 @@ rule convergence_model:
     benchmark:
         bench(f"{LOGS}/convergence/model.log")
     conda:
-        env("analysis")
+        env("torch")  # loads the merged local runs (traintime.measure.local imports the collection code)
     script:
         "../workflow_scripts/convergence_model.py"
 

@@ -198,7 +198,7 @@ rule chronos_iteration_model:
     benchmark:
         bench(f"{LOGS}/chronos_iteration/model.log")
     conda:
-        env("analysis")
+        env("torch")  # loads the merged local rows (traintime.measure.local imports the collection code)
     script:
         "../workflow_scripts/chronos_iteration_model.py"
 

@@ -29,7 +29,7 @@ rule predict_interval_coverage:
     benchmark:
         bench(f"{LOGS}/predict/interval_coverage.log")
     conda:
-        env("analysis")
+        env("torch")  # loads the merged local rows (traintime.measure.local imports the collection code)
     script:
         "../workflow_scripts/predict_interval_coverage.py"
 
