@@ -187,7 +187,7 @@ def markdown(table: pd.DataFrame, skipped: list[str], img_px: int, precisions: S
              "(constants fitted on CHRONOS compute times), `roofline_assumed` the previous default, `operator` "
              "(when the CHRONOS op graphs exist) the operator-level roofline fitted on CHRONOS compute times, run on "
              "the `operator-model subset` of models only (compare the methods on that slice). "
-             f"Wall time of this evaluation: {wall_s:.1f} s.", "",
+             "Its wall time is in results/tables/dag_cost.csv (tables stay byte-identical between runs).", "",
              "| method | slice | rows | models | GPUs | MAPE % | median APE % | pairs right % | pred / measured (geo mean) | targets met (MAPE, pairs) |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---|"]
     for _, r in table.iterrows():

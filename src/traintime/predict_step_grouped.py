@@ -238,7 +238,7 @@ def markdown_grouped(summary: pd.DataFrame, cov: pd.DataFrame, wall_s: float, sk
              "The feature set of `efficiency` (base / kernel) is chosen inside each outer fold by inner 3-fold "
              "GroupKFold by GPU on the training part. `roofline_calibrated` is predict's current default (CHRONOS only), `roofline_assumed` fits nothing. "
              "Every fit is deterministic (no seeds). `traces external`: fitted on all of CHRONOS, scored on every "
-             f"trace row. Wall time: {wall_s:.1f} s.", "",
+             "trace row. Wall time: results/tables/dag_cost.csv (tables stay byte-identical between runs).", "",
              "| protocol | method | rows | folds | GPUs | models | MAPE % | median APE % | pairs right % | pred / measured |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for _, r in summary.iterrows():
