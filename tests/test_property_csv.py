@@ -10,7 +10,7 @@ import math
 import tempfile
 from pathlib import Path
 
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from traintime.cli import main
@@ -43,6 +43,7 @@ def _validate(rows: list[list[str]], table: str = "iteration") -> tuple[int, lis
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(column=st.sampled_from(HEADER), value=values)
+@example(column="learning_rate", value="TRUE")  # found by hypothesis: pandas reads TRUE as a boolean
 def test_random_cell_is_refused_naming_the_column_or_is_valid(column: str, value: str) -> None:
     row = list(ROW)
     row[HEADER.index(column)] = value

@@ -174,7 +174,9 @@ def _coerce(s: pd.Series, col: Column, where: str) -> pd.Series:
         out = low.map(lambda v: None if pd.isna(v) else v in _TRUE)
         return out if s.isna().any() else out.astype(bool)
     num = pd.to_numeric(s, errors="coerce")
-    bad = s.notna() & num.isna()
+    # pandas reads TRUE / False cells as booleans, which to_numeric would turn into 1 / 0
+    is_bool = s.map(lambda v: isinstance(v, (bool, np.bool_)))
+    bad = (s.notna() & num.isna()) | is_bool
     if bad.any():
         i = _first_bad(bad)
         raise SchemaError(f"{where}: column '{col.name}' row {i + 2}: {_show(s.iloc[i])} is not a number")
