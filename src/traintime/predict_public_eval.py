@@ -27,7 +27,6 @@ Metrics (per step model)
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -162,7 +161,6 @@ def public_eval(traces: pd.DataFrame, calibration: dict[str, Any] | None, specs_
     op walks cost seconds per model)."""
     from traintime.core.gpudb import gpu_database
 
-    t0 = time.perf_counter()
     subset = trace_subset(traces, img_px, precisions, batch_sizes, models)
     methods = step_models(calibration)
     only = None
@@ -171,13 +169,12 @@ def public_eval(traces: pd.DataFrame, calibration: dict[str, Any] | None, specs_
         only = {"operator": set(operator_models)}
     pred = predict_subset(subset, gpu_database(specs_path), methods, only)
     table = summarise(pred, list(operator_models) if operator is not None else ())
-    wall = time.perf_counter() - t0
-    md = markdown(table, pred.attrs.get("skipped", []), img_px, precisions, batch_sizes, wall)
+    md = markdown(table, pred.attrs.get("skipped", []), img_px, precisions, batch_sizes)
     return table, md
 
 
 def markdown(table: pd.DataFrame, skipped: list[str], img_px: int, precisions: Sequence[str],
-             batch_sizes: Sequence[int], wall_s: float) -> str:
+             batch_sizes: Sequence[int]) -> str:
     lines = [f"# `traintime predict` on {LABEL}", "",
              f"Subset: {img_px} px, precisions {', '.join(precisions)}, batches {', '.join(map(str, batch_sizes))}, "
              f"rows without OOM; {TRACE_NUM_CLASSES} classes and SGD as traced. Compute step time of "
