@@ -13,17 +13,6 @@ CI_MODEL = f"{MODELS}/iteration/iteration_model"
 TRAIN_LOCAL = config["collect"]["train_on"] == "released_and_local"
 
 
-def ci_seeds(protocol):
-    """Seeds of one protocol: the first n_seeds of the global seeds (null = all)."""
-    n = CI["protocol_settings"][protocol]["n_seeds"]
-    return list(config["seeds"])[: n] if n is not None else list(config["seeds"])
-
-
-def ci_parts(protocol, family, kind="predictions"):
-    """One evaluate job's output per seed (seed is a wildcard: adding one runs only its jobs)."""
-    return [f"{CI_PRED}/parts/{protocol}_{family}_{seed}.{kind}.csv" for seed in ci_seeds(protocol)]
-
-
 CI_CHOICES = [f for p in CI_PROTOCOLS for fam in CI_FAMILIES for f in ci_parts(p, fam, "choices")]
 
 

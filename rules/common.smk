@@ -6,6 +6,7 @@
 # on files on disk, never on library code.
 
 import ast
+import os
 import glob
 import sys
 from functools import lru_cache
@@ -175,3 +176,15 @@ def source_files(source):
 
 def raw_path(source, path):
     return f"{RAW}/{source}/{path}"
+
+
+# CHRONOS iteration stage (rules/chronos_iteration.smk defines CI and CI_PRED before calling these)
+def ci_seeds(protocol):
+    """Seeds of one protocol: the first n_seeds of the global seeds (null = all)."""
+    n = CI["protocol_settings"][protocol]["n_seeds"]
+    return list(config["seeds"])[: n] if n is not None else list(config["seeds"])
+
+
+def ci_parts(protocol, family, kind="predictions"):
+    """One evaluate job's output per seed (seed is a wildcard: adding one runs only its jobs)."""
+    return [f"{CI_PRED}/parts/{protocol}_{family}_{seed}.{kind}.csv" for seed in ci_seeds(protocol)]

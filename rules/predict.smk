@@ -83,13 +83,14 @@ rule predict_cli_example:
     run's saved models: the transcript the README shows (generated block `predict-example`)."""
     input:
         calibration=rules.predict_interval_coverage.output.calibration,
+        neighbour=f"{RESULTS}/models/steptime/neighbour_model.json",  # --step-model auto reads it (rule predict_step_grouped)
         iteration=f"{DATA}/iteration.csv",
         lib=lib("predict_cli_example"),
     output:
         f"{RESULTS}/predict_cli_example.txt",
     params:
-        models_dir=MODELS,
-        data_dir=DATA,
+        models_dir=lambda w, input: os.path.dirname(os.path.dirname(input.calibration)),
+        data_dir=lambda w, input: os.path.dirname(input.iteration),
         gpu_specs=config["gpu_specs"],
     threads: 1
     log:
@@ -107,8 +108,8 @@ ALL_TARGETS.append(f"{RESULTS}/predict_cli_example.txt")
 
 rule predict_step_grouped:
     """Step-time models on grouped outer folds of both sources (traces: leave one GPU / model / generation out;
-    CHRONOS: leave one GPU out; plus the external check fitted on CHRONOS only), and the efficiency step model
-    (`--step-model efficiency`) fitted on both sources, frozen with its conformal half-width."""
+    CHRONOS: leave one GPU out; plus the external check fitted on CHRONOS only), and the efficiency and neighbour
+    step models (`--step-model efficiency | neighbour`) fitted on both sources, frozen with their conformal half-widths."""
     input:
         traces=f"{DATA}/traces.csv",
         iteration=f"{DATA}/iteration.csv",
@@ -124,6 +125,7 @@ rule predict_step_grouped:
         coverage_csv=report(f"{TABLES}/predict_step_grouped_coverage.csv", caption="../report/predict_step_grouped_coverage.rst",
                             category="Prediction (traintime predict)"),
         model=f"{RESULTS}/models/steptime/efficiency_model.json",
+        neighbour_model=f"{RESULTS}/models/steptime/neighbour_model.json",
     params:
         img_px=PUB["img_px"],
         precisions=PUB["precisions"],

@@ -59,6 +59,8 @@ rule readme_blocks:
                   "convergence_probe_ablation", "convergence_ntk_gap", "convergence_curves",
                   "predict_public_eval", "predict_step_grouped", "end_to_end_out_of_sample")],
         predict_example=f"{RESULTS}/predict_cli_example.txt",
+        step_rule=f"{RESULTS}/models/steptime/neighbour_model.json",
+        step_intervals=f"{TABLES}/predict_step_grouped_coverage.csv",
         lib=lib("readme_blocks"),
     output:
         f"{RESULTS}/readme_blocks.md",

@@ -36,6 +36,29 @@ def mirror() -> Path:
     return m
 
 
+class FakeEpochs:
+    """Convergence regressor stub for predict tests: 20 epochs for every row."""
+
+    def predict(self, rows):
+        import numpy as np
+
+        return np.full(len(rows), 20.0)
+
+
+@pytest.fixture()
+def fake_models_dir(tmp_path):
+    """``make(meta) -> models dir`` holding a saved convergence model (:class:`FakeEpochs`) with metadata ``meta``."""
+    from traintime.chronos.convergence import ConvergencePredictor
+
+    def make(meta: dict) -> Path:
+        models = tmp_path / "models"
+        (models / "convergence").mkdir(parents=True, exist_ok=True)
+        ConvergencePredictor(FakeEpochs(), meta).save(str(models / "convergence" / "chronos_rf.joblib"))
+        return models
+
+    return make
+
+
 @pytest.fixture(scope="session")
 def e2e_run(tmp_path_factory, mirror) -> Path:
     """Work folder of one uninterrupted run of the whole DAG on the tiny config tests/e2e/config.yaml

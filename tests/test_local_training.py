@@ -13,7 +13,6 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from traintime.chronos.convergence import ConvergencePredictor
 from traintime.cli import main
 from traintime.core.errors import ConfigError
 from traintime.measure.training_rows import combine_rows, trained_with_line
@@ -60,6 +59,10 @@ def test_trained_with_line() -> None:
     assert trained_with_line("m", meta) == "m: trained with 2 local rows from GPU RTX-4090 (+ 10 released rows)"
     assert "released rows only" in trained_with_line("m", {"training_data": {"local_rows": 0, "released_rows": 3}})
     assert "no saved model file" in trained_with_line("m", None)
+    cpu_only = {"training_data": {"local_rows": 0, "released_rows": 3, "left_out_local_rows": 4,
+                                  "left_out_devices": ["cpu"]}}
+    assert trained_with_line("m", cpu_only) == ("m: trained on 3 released rows only "
+                                                "(4 local rows left out: cpu has no GPU specs, so no roofline)")
 
 
 class _Input(dict):
@@ -107,19 +110,11 @@ def test_convergence_model_script_trains_on_released_plus_local(tmp_path, mirror
     assert only["training_data"]["local_rows"] == 0 and only["n_training_runs"] == len(released)
 
 
-class FakeEpochs:
-    def predict(self, rows: pd.DataFrame) -> np.ndarray:
-        return np.full(len(rows), 20.0)
-
-
 @pytest.fixture()
-def dirs(tmp_path):
-    models = tmp_path / "models"
-    (models / "convergence").mkdir(parents=True)
-    ConvergencePredictor(FakeEpochs(), {"method": "chronos_rf", "training_runs_per_family": {"MLP": 5},
-                                        "training_data": {"train_on": "released_and_local", "released_rows": 324,
-                                                          "local_rows": 3, "local_gpus": ["RTX-4090"]}}
-                         ).save(str(models / "convergence" / "chronos_rf.joblib"))
+def dirs(tmp_path, fake_models_dir):
+    models = fake_models_dir({"method": "chronos_rf", "training_runs_per_family": {"MLP": 5},
+                              "training_data": {"train_on": "released_and_local", "released_rows": 324,
+                                                "local_rows": 3, "local_gpus": ["RTX-4090"]}})
     data = tmp_path / "data"
     data.mkdir()
     return models, data

@@ -11,24 +11,15 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from traintime.chronos.convergence import ConvergencePredictor
 from traintime.cli import main
 from traintime.predict_plan import pareto_front
 
 SCHEMA = json.loads((Path(__file__).resolve().parents[1] / "schemas" / "predict_output.schema.json").read_text())
 
 
-class FakeEpochs:
-    def predict(self, rows: pd.DataFrame) -> np.ndarray:
-        return np.full(len(rows), 20.0)
-
-
 @pytest.fixture()
-def dirs(tmp_path):
-    models = tmp_path / "models"
-    (models / "convergence").mkdir(parents=True)
-    ConvergencePredictor(FakeEpochs(), {"method": "chronos_rf", "training_runs_per_family": {"CNN": 10, "MLP": 5}}
-                         ).save(str(models / "convergence" / "chronos_rf.joblib"))
+def dirs(tmp_path, fake_models_dir):
+    models = fake_models_dir({"method": "chronos_rf", "training_runs_per_family": {"CNN": 10, "MLP": 5}})
     data = tmp_path / "data"
     (data / "convergence_predictions").mkdir(parents=True)
     rng = np.random.default_rng(0)

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import numpy as np
 import pandas as pd
+import pytest
 
 from traintime.chronos.efficiency_step import EfficiencyStepTime
+from traintime.chronos.neighbour_step import NeighbourStepTime
 from traintime.predict_step_grouped import (
     both_sources,
     generation,
@@ -19,6 +21,14 @@ FITS: list[pd.DataFrame] = []
 
 class SpyEfficiency(EfficiencyStepTime):
     """Records every training frame it is fitted on."""
+
+    def fit(self, rows, y_ms, sample_weight=None):  # type: ignore[override]
+        FITS.append(rows.copy())
+        return super().fit(rows, y_ms, sample_weight)
+
+
+class SpyNeighbour(NeighbourStepTime):
+    """Records every training frame it is fitted on (in the same list: fits alternate with the efficiency spy's)."""
 
     def fit(self, rows, y_ms, sample_weight=None):  # type: ignore[override]
         FITS.append(rows.copy())
@@ -52,12 +62,12 @@ def test_grouped_evaluation_never_fits_on_the_held_out_group() -> None:
     traces = _rows(["RTX 3080", "RTX 3090", "RTX 4080", "RTX 4090", "RTX 5080"], ["m1", "m2", "m3", "m4"], rng)
     chronos = _rows(["T4", "V100", "A100"], ["m1", "c2", "c3"], rng)
     FITS.clear()
-    summary, pred, _ = step_grouped_eval(traces, chronos, None, factory=SpyEfficiency)
+    summary, pred = step_grouped_eval(traces, chronos, None, factory=SpyEfficiency, neighbour_factory=SpyNeighbour)
     data = both_sources(traces, chronos)
     folds = [(p, g, test) for p, _, fs in protocols(data) for g, _, test in fs]
-    # per fold: one fit on both sources (not for the external protocol), one on CHRONOS only on CHRONOS LOGO
-    # and the external protocol
-    n_fits = {p: (1 if p.startswith("traces") else 2) for p, _, _ in folds}
+    # per fold and learned model (efficiency, neighbour): one fit on both sources (not for the external protocol),
+    # one on CHRONOS only on CHRONOS LOGO and the external protocol
+    n_fits = {p: 2 * (1 if p.startswith("traces") else 2) for p, _, _ in folds}
     assert len(FITS) == sum(n_fits[p] for p, _, _ in folds)
     i = 0
     for proto, group, test in folds:
@@ -76,30 +86,42 @@ def test_grouped_evaluation_never_fits_on_the_held_out_group() -> None:
     # every protocol scores every row of its source once per method
     eff = pred[(pred["method"] == "efficiency") & (pred["protocol"] == "traces LOGO")]
     assert sorted(eff["row"]) == list(range(len(traces)))
-    assert {"efficiency", "roofline_assumed", "roofline_calibrated", "efficiency_chronos_only"} <= set(summary["method"])
-    assert isinstance(wins(summary), bool)
+    assert {"efficiency", "neighbour", "roofline_assumed", "roofline_calibrated", "efficiency_chronos_only",
+            "neighbour_chronos_only"} <= set(summary["method"])
+    assert isinstance(wins(summary), bool) and isinstance(wins(summary, new="neighbour"), bool)
 
 
-def test_predict_with_efficiency_model_names_it_and_ranks_a100_faster_than_t4(tmp_path) -> None:
+def _fitted_efficiency():
+    from test_efficiency_step import synthetic_rows, true_law
+
+    rows = synthetic_rows(300, np.random.default_rng(3), (9.0, 13.0))
+    return EfficiencyStepTime(trained_on="SYNTHETIC test rows").fit(rows, true_law(rows))
+
+
+def _fitted_neighbour():
+    from test_neighbour_step import GPUS, synthetic_rows, true_ms
+
+    rows = synthetic_rows(list(range(6)), list(GPUS))
+    return NeighbourStepTime(trained_on="SYNTHETIC test rows").fit(rows, true_ms(rows))
+
+
+@pytest.mark.parametrize("name,fitted", [("efficiency", _fitted_efficiency), ("neighbour", _fitted_neighbour)])
+def test_predict_with_a_frozen_model_names_it_and_ranks_a100_faster_than_t4(tmp_path, name, fitted) -> None:
     import io
     import json
-
-    from test_efficiency_step import synthetic_rows, true_law
 
     from traintime.cli import build_parser
     from traintime.predict_run import run_predict
 
-    rows = synthetic_rows(300, np.random.default_rng(3), (9.0, 13.0))
-    m = EfficiencyStepTime(trained_on="SYNTHETIC test rows").fit(rows, true_law(rows))
     (tmp_path / "m" / "steptime").mkdir(parents=True)
     (tmp_path / "d").mkdir()
-    doc = {**m.to_json(), "conformal": {"coverage": 0.9, "step_log_halfwidth": 0.2, "groups": 5}}
-    (tmp_path / "m" / "steptime" / "efficiency_model.json").write_text(json.dumps(doc))
+    doc = {**fitted().to_json(), "conformal": {"coverage": 0.9, "step_log_halfwidth": 0.2, "groups": 5}}
+    (tmp_path / "m" / "steptime" / f"{name}_model.json").write_text(json.dumps(doc))
     base = ["predict", "--model", "resnet50", "--dataset", "imagenet", "--no-probe", "--gpus", "T4,A100-PCIe-80GB",
-            "--models-dir", str(tmp_path / "m"), "--data-dir", str(tmp_path / "d"), "--step-model", "efficiency"]
+            "--models-dir", str(tmp_path / "m"), "--data-dir", str(tmp_path / "d"), "--step-model", name]
     out = io.StringIO()
     run_predict(build_parser().parse_args(base), out=out)
-    assert "step-time model (--step-model efficiency)" in out.getvalue()
+    assert f"step-time model (--step-model {name})" in out.getvalue()
     assert "SYNTHETIC test rows" in out.getvalue()
     out = io.StringIO()
     run_predict(build_parser().parse_args(base + ["--json"]), out=out)
@@ -108,13 +130,28 @@ def test_predict_with_efficiency_model_names_it_and_ranks_a100_faster_than_t4(tm
     assert recs["T4"]["step_ms_low"] < recs["T4"]["step_ms"] < recs["T4"]["step_ms_high"]
 
 
-def test_efficiency_step_model_missing_file_is_one_line(tmp_path) -> None:
-    import pytest
+@pytest.mark.parametrize("won,used", [(True, "neighbour"), (False, "roofline")])
+def test_auto_uses_neighbour_only_when_its_file_records_the_rule_met(tmp_path, won, used) -> None:
+    import json
 
+    from traintime.core.gpudb import gpu_database
+    from traintime.predict_run import default_step_model
+
+    (tmp_path / "steptime").mkdir()
+    doc = {**_fitted_neighbour().to_json(), "wins_grouped": won,
+           "conformal": {"coverage": 0.9, "step_log_halfwidth": 0.2, "groups": 5}}
+    (tmp_path / "steptime" / "neighbour_model.json").write_text(json.dumps(doc))
+    _, _, notes = default_step_model(tmp_path, tmp_path, "CNN", gpu_database(None), 0.9, None, "auto")
+    assert notes[0].startswith(f"step-time model chosen by --step-model auto: {used} (")
+    assert notes[1].startswith(f"step-time model (--step-model {used})")
+
+
+@pytest.mark.parametrize("name", ["efficiency", "neighbour"])
+def test_frozen_step_model_missing_file_is_one_line(tmp_path, name) -> None:
     from traintime.core.errors import DataUnavailableError
     from traintime.core.gpudb import gpu_database
     from traintime.predict_run import default_step_model
 
-    with pytest.raises(DataUnavailableError, match="efficiency_model.json") as exc:
-        default_step_model(tmp_path, tmp_path, "CNN", gpu_database(None), 0.9, None, "efficiency")
+    with pytest.raises(DataUnavailableError, match=f"{name}_model.json") as exc:
+        default_step_model(tmp_path, tmp_path, "CNN", gpu_database(None), 0.9, None, name)
     assert "\n" not in str(exc.value)

@@ -1,5 +1,5 @@
 """Step-time models of `traintime predict` on grouped outer folds of the traces and CHRONOS, and the frozen
-efficiency model (rule predict_step_grouped)."""
+efficiency and neighbour models (rule predict_step_grouped)."""
 
 import json
 import os
@@ -21,8 +21,9 @@ def main(snakemake):
     summary.to_csv(snakemake.output.csv, index=False)
     cov.to_csv(snakemake.output.coverage_csv, index=False)
     Path(snakemake.output.md).write_text(md)
-    Path(snakemake.output.model).parent.mkdir(parents=True, exist_ok=True)
-    Path(snakemake.output.model).write_text(json.dumps(frozen, indent=1) + "\n")
+    for name, path in [("efficiency", snakemake.output.model), ("neighbour", snakemake.output.neighbour_model)]:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        Path(path).write_text(json.dumps(frozen[name], indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -135,7 +135,10 @@ def plan(w: Workload, gpus: pd.DataFrame, step_model: Any, ctx: PlanContext, epo
     step = np.asarray(step_model.predict(rows), dtype=float)
     out = pd.DataFrame({"gpu": gpus["gpu"].to_numpy(), "source": gpus.get("source", "project")})
     out["step_ms"] = step
-    e = math.exp(ctx.step_q) if ctx.step_q == ctx.step_q else float("nan")
+    step_q = ctx.step_q
+    if hasattr(step_model, "step_log_halfwidth"):  # a model whose interval depends on the workload
+        step_q = step_model.step_log_halfwidth(rows, ctx.coverage)
+    e = math.exp(step_q) if step_q == step_q else float("nan")
     out["step_ms_low"], out["step_ms_high"] = step / e, step * e
     out["loader_ms"] = loader_wait_ms(w, step, workers) if workers else np.nan
     shown = step + (out["loader_ms"].fillna(0).to_numpy() if workers else 0)
@@ -144,8 +147,8 @@ def plan(w: Workload, gpus: pd.DataFrame, step_model: Any, ctx: PlanContext, epo
     eq = math.exp(ctx.epochs_q) if ctx.epochs_q == ctx.epochs_q else float("nan")
     out["epochs_low"], out["epochs_high"] = out["epochs"] / eq, out["epochs"] * eq
     out["hours"] = out["epochs"] * out["epoch_s"] / 3600.0
-    hq = combine_log_halfwidths(ctx.step_q, ctx.epochs_q, ctx.seed_q)
-    if ctx.step_q != ctx.step_q or ctx.epochs_q != ctx.epochs_q:
+    hq = combine_log_halfwidths(step_q, ctx.epochs_q, ctx.seed_q)
+    if step_q != step_q or ctx.epochs_q != ctx.epochs_q:
         hq = float("nan")
     h = math.exp(hq) if hq == hq else float("nan")
     out["hours_low"], out["hours_high"] = out["hours"] / h, out["hours"] * h

@@ -23,23 +23,11 @@ from typing import Any
 import pandas as pd
 
 from traintime.core.errors import ArgumentError, TraintimeError
-
-#: step-time models ``--step-model`` names (default first). results/tables/predict_step_model_selection.md compares
-#: them by leave-one-GPU-out compute-time error on CHRONOS: the operator model is lower in every family (CNN 42.5 vs
-#: 52.5 %, MLP 29.5 vs 32.4 %, Transformer 30.7 vs 70.5 % on the rows with an op graph), but it is not the default
-#: yet: its training data (op_graphs_chronos.csv) is built only by the opt-in steptime stage, it is fitted at each
-#: call (~10 s CPU, against the 1 s target of --no-probe) and it has no conformal interval. The efficiency model
-#: (results/tables/predict_step_grouped.md, outer folds of both sources) is far better than the calibrated roofline
-#: on the consumer-GPU traces (LOGO 55.6 vs 347 % MAPE) but slightly worse on CHRONOS LOGO (44.6 vs 42.3 %), so it
-#: does not meet the rule "beats the default on the grouped folds of both sources" and stays opt-in.
-STEP_MODELS: dict[str, str] = {
-    "roofline": "roofline with per-family constants calibrated on CHRONOS compute times (default)",
-    "roofline-assumed": "roofline with assumed constants (compute 0.40, memory 0.60, launch 5 us; no calibration)",
-    "efficiency": "roofline x smooth learned efficiency (work size, intensity, precision, GPU), fitted on CHRONOS "
-                  "compute times and the consumer-GPU traces (results/tables/predict_step_grouped.md)",
-    "operator": "operator-level roofline x learned efficiency (OperatorRooflineRegressor) fitted on CHRONOS compute "
-                "times now; walks the model's operator graph (torch; cached)",
-}
+from traintime.predict_step_models import (
+    FROZEN_STEP_MODELS,
+    STEP_MODELS,
+    default_step_model,
+)
 
 
 def add_predict_arguments(p: argparse.ArgumentParser) -> None:
@@ -82,7 +70,7 @@ def add_predict_arguments(p: argparse.ArgumentParser) -> None:
     a("--plot", default=None, metavar="PNG", help="draw cost against time with interval bars")
     a("--output", default=None, help="also write the full table to this CSV file")
     a("--specs", default=None, help="project GPU table (default: the packaged one)")
-    a("--step-model", default="roofline", choices=list(STEP_MODELS),
+    a("--step-model", default="auto", choices=list(STEP_MODELS),
       help="step-time model: " + "; ".join(f"{k}: {v}" for k, v in STEP_MODELS.items()))
     a("--gpu-specs", default=None, metavar="CSV",
       help="your GPU rows (schema: `traintime schemas`, table gpu_specs): added to the project table, a row "
@@ -132,93 +120,6 @@ def select_gpus(gpu: str | None, gpus: str | None, all_gpus: bool, specs: str | 
     return out, head
 
 
-def default_step_model(models_dir: Path, data_dir: Path, family: str, specs_rows: pd.DataFrame,
-                       coverage: float, calibration: str | None = None,
-                       step_model: str = "roofline") -> tuple[Any, float, list[str]]:
-    """(step model, step log half-width, notes). ``step_model='roofline-assumed'``: the assumed constants, no
-    interval. ``'roofline'`` (default): the roofline with the constants of
-    ``<models_dir>/steptime/roofline_calibration.json`` (rule predict_interval_coverage) when present, else
-    fitted now on ``<data_dir>/iteration.csv`` (slower), else the assumed constants (no interval)."""
-    from traintime.chronos.roofline_frozen import (
-        FrozenRoofline,
-        frozen_from_calibration,
-    )
-
-    if step_model not in STEP_MODELS:
-        raise ArgumentError(f"--step-model {step_model!r}: use one of {', '.join(STEP_MODELS)}")
-    if step_model == "roofline-assumed":
-        m = FrozenRoofline(0.40, 0.60, 5.0, fitted=False)
-        return m, float("nan"), [f"step-time model (--step-model roofline-assumed): {m.label}; not calibrated",
-                                 "step interval: none (assumed constants)"]
-    if step_model == "efficiency":
-        return efficiency_step_model(models_dir, coverage)
-    if step_model == "operator":
-        from traintime.predict_operator import operator_step_model
-
-        m = operator_step_model(data_dir, specs_rows)
-        return m, float("nan"), [f"step-time model (--step-model operator): {m.label}",
-                                 "step interval: none (no conformal calibration of the operator model yet)"]
-    cal_path = Path(calibration) if calibration else models_dir / "steptime" / "roofline_calibration.json"
-    try:
-        cal = json.loads(cal_path.read_text()) if cal_path.exists() else None
-    except (OSError, ValueError) as exc:
-        from traintime.core.errors import SchemaError
-
-        raise SchemaError(f"step-time calibration {cal_path} cannot be read ({exc})") from None
-    if cal is not None:
-        m = frozen_from_calibration(cal, family)
-        fam = cal.get("families", {}).get(family)
-        if m is not None and fam:
-            q = float(fam["step_log_halfwidth"]) if abs(float(cal.get("coverage", 0)) - coverage) < 1e-9 else float("nan")
-            notes = [f"step-time model (--step-model roofline): {m.label}, calibrated on {fam['rows']} {family} rows "
-                     f"({cal.get('measured_column')}; {cal_path}); leave-one-GPU-out MAPE {fam['logo_mape_pct']:.1f}%"]
-            notes.append("step interval: split conformal on leave-one-GPU-out residuals "
-                         f"({len(fam['gpus'])} GPUs)" if q == q else
-                         f"step interval: none (calibrated at coverage {cal.get('coverage')}, asked {coverage})")
-            return m, q, notes
-    from traintime.chronos.roofline_step import RooflineStepTime
-    from traintime.predict_plan import _iteration_step_rows, step_conformal
-
-    m = RooflineStepTime()
-    path = data_dir / "iteration.csv"
-    if path.exists():
-        from traintime.core.io import read_csv
-
-        table = read_csv(path, low_memory=False)
-        rows = _iteration_step_rows(table, specs_rows)
-        rows = rows[rows["family"] == family]
-        if len(rows):
-            m.fit(rows, rows["measured_ms"])
-            q, note = step_conformal(m, rows, family, coverage)
-            return m, q, [f"step-time model (--step-model roofline): {m.label} on {len(rows)} {family} rows of {path} "
-                          f"({rows.attrs.get('measured')}; fitted now, {cal_path} not found)", note]
-    return m, float("nan"), [f"step-time model (--step-model roofline): {m.label}; NOT calibrated ({cal_path} and {path} not found)",
-                             "step interval: none (no calibration data)"]
-
-
-def efficiency_step_model(models_dir: Path, coverage: float) -> tuple[Any, float, list[str]]:
-    """(frozen efficiency model, step log half-width, notes) from ``<models_dir>/steptime/efficiency_model.json``
-    (rule predict_step_grouped); numpy only. The interval is the split-conformal half-width of its pooled
-    leave-one-GPU-out residuals (traces and CHRONOS) when calibrated at ``coverage``."""
-    from traintime.chronos.efficiency_frozen import load_frozen_efficiency
-    from traintime.core.errors import DataUnavailableError
-
-    path = models_dir / "steptime" / "efficiency_model.json"
-    try:
-        m = load_frozen_efficiency(path)
-    except (OSError, ValueError, KeyError) as exc:
-        raise DataUnavailableError(f"efficiency step model {path} cannot be read ({exc})") from None
-    if m is None:
-        raise DataUnavailableError(f"--step-model efficiency: {path} not found (build it with the rule "
-                                   "predict_step_grouped)")
-    conf = m.params.get("conformal", {})
-    q = float(conf["step_log_halfwidth"]) if abs(float(conf.get("coverage", -1)) - coverage) < 1e-9 else float("nan")
-    notes = [f"step-time model (--step-model efficiency): {m.label}; {m.params.get('rows')} rows ({path})",
-             f"step interval: split conformal on leave-one-GPU-out residuals ({conf.get('groups')} GPUs)" if q == q
-             else f"step interval: none (calibrated at coverage {conf.get('coverage')}, asked {coverage})"]
-    return m, q, notes
-
-
 def run_predict(args: argparse.Namespace, out: Any = None, err: Any = None) -> int:
     from traintime import predict_checks as chk
     from traintime.core.gpudb import gpu_database
@@ -261,9 +162,14 @@ def run_predict(args: argparse.Namespace, out: Any = None, err: Any = None) -> i
     data_dir = chk.check_dir("--data-dir", args.data_dir)
     step_model, step_q, step_notes = default_step_model(Path(args.models_dir), data_dir, w.family,
                                                         gpu_database(args.specs), args.coverage, args.calibration,
-                                                        getattr(args, "step_model", "roofline"))
+                                                        getattr(args, "step_model", "auto"))
     trained = _TrainedWith()
-    trained.add("step-time calibration", _calibration_meta(Path(args.models_dir), args.calibration))
+    if getattr(step_model, "name", "") in FROZEN_STEP_MODELS:  # fitted on released CHRONOS + public trace rows
+        trained.add("step-time model", {"training_data": {
+            "local_rows": 0, "released_rows": step_model.params.get("rows"),
+            "note": "released CHRONOS and public trace rows; local rows are not used by this model yet"}})
+    else:
+        trained.add("step-time calibration", _calibration_meta(Path(args.models_dir), args.calibration))
     step_notes.append(trained.lines[-1])
     ctx = PlanContext(coverage=args.coverage, step_q=step_q)
     info = [f"workload: {w.model} ({w.family}, {w.model_source}) on {w.dataset}, {w.input_px} px, "
@@ -290,7 +196,7 @@ def run_predict(args: argparse.Namespace, out: Any = None, err: Any = None) -> i
         ctx.epochs_q, ctx.seed_q = q, s
         ctx.notes.append(note)
     warnings = training_range_warnings(w, data_dir, families,
-                                       with_traces=getattr(args, "step_model", "roofline") == "efficiency")
+                                       with_traces=getattr(step_model, "name", "") in FROZEN_STEP_MODELS)
     df = plan(w, gpus, step_model, ctx, epochs=epochs, workers=args.workers, model_kwargs=kwargs)
     if args.workers and args.loader_sample_ms is not None:
         from traintime.predict_plan import loader_wait_ms

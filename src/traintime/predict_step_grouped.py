@@ -25,7 +25,6 @@ Metrics
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -101,17 +100,20 @@ def _calibrated(calibration: dict[str, Any] | None, rows: pd.DataFrame) -> np.nd
 
 
 def grouped_predictions(data: pd.DataFrame, calibration: dict[str, Any] | None,
-                        factory: Callable[[], Any] | None = None) -> pd.DataFrame:
+                        factory: Callable[[], Any] | None = None,
+                        neighbour_factory: Callable[[], Any] | None = None) -> pd.DataFrame:
     """Out-of-fold predictions of every method and protocol (module doc); ``factory`` builds the efficiency
-    model (default ``NestedEfficiencyStepTime()``; tests pass a spy). Columns: protocol, fold, method, row, pred_ms."""
+    model (default ``NestedEfficiencyStepTime()``), ``neighbour_factory`` the neighbour model (default
+    ``NeighbourStepTime()``; tests pass spies). Columns: protocol, fold, method, row, pred_ms."""
     from traintime.chronos.efficiency_step import (
         NestedEfficiencyStepTime,
         source_weights,
     )
+    from traintime.chronos.neighbour_step import NeighbourStepTime
     from traintime.chronos.roofline_calibration import logo_step_predictions
     from traintime.chronos.roofline_frozen import FrozenRoofline
 
-    make = factory or NestedEfficiencyStepTime
+    learned = {"efficiency": factory or NestedEfficiencyStepTime, "neighbour": neighbour_factory or NeighbourStepTime}
     y = data["measured_ms"].to_numpy(dtype=float)
     src = data["source"].to_numpy()
     assumed = FrozenRoofline(0.40, 0.60, 5.0, fitted=False).predict(data)
@@ -128,14 +130,15 @@ def grouped_predictions(data: pd.DataFrame, calibration: dict[str, Any] | None,
             idx = np.flatnonzero(test)
             methods: dict[str, np.ndarray] = {}
             only_ch = train & (src == "chronos")
-            if not external:
-                m = make().fit(data[train], y[train], sample_weight=source_weights(src[train]))
-                methods["efficiency"] = m.predict(data.iloc[idx])
-                if hasattr(m, "best_"):
-                    choices.setdefault(proto, {}).setdefault(m.best_, 0)
-                    choices[proto][m.best_] += 1
-            if external or proto == "chronos LOGO":  # on the trace folds it equals the external fit (no trace rows)
-                methods["efficiency_chronos_only"] = make().fit(data[only_ch], y[only_ch]).predict(data.iloc[idx])
+            for name, make in learned.items():
+                if not external:
+                    m = make().fit(data[train], y[train], sample_weight=source_weights(src[train]))
+                    methods[name] = m.predict(data.iloc[idx])
+                    if hasattr(m, "best_"):
+                        choices.setdefault(proto, {}).setdefault(m.best_, 0)
+                        choices[proto][m.best_] += 1
+                if external or proto == "chronos LOGO":  # on the trace folds it equals the external fit (no trace rows)
+                    methods[f"{name}_chronos_only"] = make().fit(data[only_ch], y[only_ch]).predict(data.iloc[idx])
             methods["roofline_calibrated"] = chronos_logo[idx] if proto == "chronos LOGO" else calibrated[idx]
             methods["roofline_assumed"] = assumed[idx]
             for method, p in methods.items():
@@ -165,12 +168,12 @@ def summarise_grouped(data: pd.DataFrame, pred: pd.DataFrame) -> pd.DataFrame:
 
 
 def step_grouped_eval(trace_rows: pd.DataFrame, chronos_rows: pd.DataFrame, calibration: dict[str, Any] | None,
-                      factory: Callable[[], Any] | None = None) -> tuple[pd.DataFrame, pd.DataFrame, float]:
-    """(summary, out-of-fold predictions, wall seconds) of the module doc."""
-    t0 = time.perf_counter()
+                      factory: Callable[[], Any] | None = None,
+                      neighbour_factory: Callable[[], Any] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(summary, out-of-fold predictions) of the module doc."""
     data = both_sources(trace_rows, chronos_rows)
-    pred = grouped_predictions(data, calibration, factory)
-    return summarise_grouped(data, pred), pred, time.perf_counter() - t0
+    pred = grouped_predictions(data, calibration, factory, neighbour_factory)
+    return summarise_grouped(data, pred), pred
 
 
 def wins(summary: pd.DataFrame, new: str = "efficiency", old: str = "roofline_calibrated") -> bool:
@@ -180,35 +183,70 @@ def wins(summary: pd.DataFrame, new: str = "efficiency", old: str = "roofline_ca
     return bool(len(s) and (s[new] < s[old]).all())
 
 
-def conformal_rows(data: pd.DataFrame, pred: pd.DataFrame, coverage: float = 0.9) -> tuple[dict[str, Any], pd.DataFrame]:
-    """Split-conformal log half-width of the efficiency model from its pooled leave-one-GPU-out residuals (traces
-    LOGO and CHRONOS LOGO, grouped by GPU; empirical quantile, as predict uses for the roofline) and the measured
-    coverage of that interval (each GPU checked with the half-width of the other GPUs' residuals)."""
+def conformal_rows(data: pd.DataFrame, pred: pd.DataFrame, coverage: float = 0.9,
+                   method: str = "efficiency") -> tuple[dict[str, Any], pd.DataFrame]:
+    """Split-conformal log half-width of a learned step model (``method``) from its pooled leave-one-GPU-out
+    residuals (traces LOGO and CHRONOS LOGO, grouped by GPU; empirical quantile, as predict uses for the roofline)
+    and the measured coverage of that interval (each GPU checked with the half-width of the other GPUs' residuals).
+    For ``neighbour`` also one half-width per data source (``by_source``: predict uses that of the source of the
+    workload's nearest measured workload, :meth:`~traintime.chronos.neighbour_frozen.FrozenNeighbour.step_log_halfwidth`)
+    and its coverage, checked the same way within each source."""
     from traintime.chronos.conformal import SplitConformal, grouped_coverage
 
-    p = pred[(pred["method"] == "efficiency") & pred["protocol"].isin(["traces LOGO", "chronos LOGO"])]
-    y = data["measured_ms"].to_numpy(dtype=float)[p["row"].to_numpy()]
-    yp, groups = p["pred_ms"].to_numpy(dtype=float), data["gpu"].astype(str).to_numpy()[p["row"].to_numpy()]
-    q = SplitConformal(coverage, finite_sample=False).fit(y, yp, groups).log_halfwidth
-    cov = grouped_coverage(y, yp, groups, coverage, finite_sample=False)
-    conf = {"coverage": coverage, "step_log_halfwidth": float(q), "groups": int(len(set(groups))),
-            "residuals": "pooled leave-one-GPU-out (traces LOGO + CHRONOS LOGO)"}
-    table = pd.DataFrame([{"quantity": "step_ms (efficiency, leave-one-GPU-out, both sources)", "family": "all",
-                           "variant": "empirical quantile", "nominal_coverage": coverage,
-                           "measured_coverage": cov["measured"], "rows": cov["n"], "groups": cov["groups"],
-                           "interval_factor_all_groups": float(np.exp(q)),
-                           "median_interval_factor_held_out": float(np.exp(cov["median_log_halfwidth"]))}])
-    return conf, table
+    def residuals(protocols: list[str], by: str) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        p = pred[(pred["method"] == method) & pred["protocol"].isin(protocols)]
+        rows = p["row"].to_numpy()
+        return (data["measured_ms"].to_numpy(dtype=float)[rows], p["pred_ms"].to_numpy(dtype=float),
+                data[by].astype(str).to_numpy()[rows], data["source"].astype(str).to_numpy()[rows])
+
+    def one(y: np.ndarray, yp: np.ndarray, groups: np.ndarray, label: str,
+            variant: str) -> tuple[float, dict[str, Any]]:
+        q = SplitConformal(coverage, finite_sample=False).fit(y, yp, groups).log_halfwidth
+        cov = grouped_coverage(y, yp, groups, coverage, finite_sample=False)
+        return float(q), {"quantity": f"step_ms ({method}, {label})", "family": "all",
+                          "variant": variant, "nominal_coverage": coverage, "measured_coverage": cov["measured"],
+                          "rows": cov["n"], "groups": cov["groups"], "interval_factor_all_groups": float(np.exp(q)),
+                          "median_interval_factor_held_out": float(np.exp(cov["median_log_halfwidth"]))}
+
+    y, yp, groups, src = residuals(["traces LOGO", "chronos LOGO"], "gpu")
+    q, row = one(y, yp, groups, "leave-one-GPU-out, both sources", "empirical quantile")
+    conf: dict[str, Any] = {"coverage": coverage, "step_log_halfwidth": q, "groups": row["groups"],
+                            "residuals": "pooled leave-one-GPU-out (traces LOGO + CHRONOS LOGO)"}
+    table = [row]
+    if method == "neighbour":
+        conf["by_source"] = {}
+        hits = n = 0
+        for s_name in sorted(set(src)):
+            m = src == s_name
+            qs, r = one(y[m], yp[m], groups[m], f"leave-one-GPU-out, {s_name}", "per source (Mondrian)")
+            conf["by_source"][s_name] = {"step_log_halfwidth": qs, "groups": r["groups"]}
+            table.append(r)
+            hits, n = hits + r["measured_coverage"] * r["rows"], n + r["rows"]
+        table.append({**row, "quantity": f"step_ms ({method}, leave-one-GPU-out, half-width of the row's source)",
+                      "variant": "per source (Mondrian), what predict uses for a measured workload",
+                      "measured_coverage": hits / n if n else float("nan"), "rows": n,
+                      "interval_factor_all_groups": float("nan"), "median_interval_factor_held_out": float("nan")})
+        yu, ypu, models, _ = residuals(["traces LOMO"], "model")
+        if len(yu):
+            qu, r = one(yu, ypu, models, "leave-one-model-out, traces",
+                        "unseen workload (what predict uses for a workload never measured)")
+            conf["unseen_workload"] = {"step_log_halfwidth": qu, "groups": r["groups"],
+                                       "residuals": "traces LOMO, grouped by model"}
+            table.append(r)
+    return conf, pd.DataFrame(table)
 
 
 def run_step_grouped(traces: pd.DataFrame, iteration: pd.DataFrame, calibration: dict[str, Any] | None,
                      specs_path: str | None = None, img_px: int = 224, precisions: Any = ("fp32", "fp16"),
-                     batch_sizes: Any = (16, 64), coverage: float = 0.9) -> tuple[pd.DataFrame, pd.DataFrame, dict, str]:
-    """(summary, interval coverage, frozen efficiency model JSON fitted on all rows of both sources, markdown)."""
+                     batch_sizes: Any = (16, 64), coverage: float = 0.9
+                     ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, dict], str]:
+    """(summary, interval coverage, {"efficiency": frozen JSON, "neighbour": frozen JSON} each fitted on all rows
+    of both sources with its conformal half-width, markdown)."""
     from traintime.chronos.efficiency_step import (
         NestedEfficiencyStepTime,
         source_weights,
     )
+    from traintime.chronos.neighbour_step import NeighbourStepTime
     from traintime.chronos.roofline_calibration import iteration_step_rows
     from traintime.core.gpudb import gpu_database
     from traintime.predict_public_eval import trace_subset
@@ -216,45 +254,57 @@ def run_step_grouped(traces: pd.DataFrame, iteration: pd.DataFrame, calibration:
     specs = gpu_database(specs_path)
     tr = trace_step_rows(trace_subset(traces, img_px, precisions, batch_sizes), specs)
     ch = iteration_step_rows(iteration, specs)
-    summary, pred, wall = step_grouped_eval(tr, ch, calibration)
+    summary, pred = step_grouped_eval(tr, ch, calibration)
     data = both_sources(tr, ch)
-    conf, cov = conformal_rows(data, pred, coverage)
-    full = NestedEfficiencyStepTime(trained_on=f"CHRONOS {ch.attrs.get('measured', '')} ({len(ch)} rows) + consumer-GPU "
-                              f"traces {img_px} px ({len(tr)} rows)")
-    full.fit(data, data["measured_ms"], sample_weight=source_weights(data["source"]))
-    frozen = {**full.to_json(), "conformal": conf, "wins_grouped": wins(summary)}
+    trained_on = (f"CHRONOS {ch.attrs.get('measured', '')} ({len(ch)} rows) + consumer-GPU traces {img_px} px "
+                  f"({len(tr)} rows)")
+    frozen: dict[str, dict] = {}
+    covs = []
+    for name, est in [("efficiency", NestedEfficiencyStepTime(trained_on=trained_on)),
+                      ("neighbour", NeighbourStepTime(trained_on=trained_on))]:
+        conf, cov = conformal_rows(data, pred, coverage, name)
+        est.fit(data, data["measured_ms"], sample_weight=source_weights(data["source"]))
+        frozen[name] = {**est.to_json(), "conformal": conf, "wins_grouped": wins(summary, new=name)}
+        covs.append(cov)
     choices = pred.attrs.get("choices", {})
     if choices:
-        frozen["outer_fold_feature_sets"] = choices
-    return summary, cov, frozen, markdown_grouped(summary, cov, wall, tr.attrs.get("skipped", []), frozen)
+        frozen["efficiency"]["outer_fold_feature_sets"] = choices
+    cov = pd.concat(covs, ignore_index=True)
+    return summary, cov, frozen, markdown_grouped(summary, cov, tr.attrs.get("skipped", []), frozen)
 
 
-def markdown_grouped(summary: pd.DataFrame, cov: pd.DataFrame, wall_s: float, skipped: list[str],
-                     frozen: dict[str, Any]) -> str:
+def markdown_grouped(summary: pd.DataFrame, cov: pd.DataFrame, skipped: list[str], frozen: dict[str, dict]) -> str:
     lines = ["# Step-time models of `traintime predict` on grouped outer folds, both data sources", "",
              "Compute time (forward + backward + optimizer). Traces: public consumer-GPU traces, 224 px, fp32 + fp16, "
-             "batch 16 + 64; CHRONOS: the release's compute_time_ms. `efficiency` is fitted on the training part of "
-             "both sources (equal weight per source), `efficiency_chronos_only` on its CHRONOS part only; "
+             "batch 16 + 64; CHRONOS: the release's compute_time_ms. `efficiency` and `neighbour` are fitted on the "
+             "training part of both sources (equal weight per source), `*_chronos_only` on its CHRONOS part only. "
              "The feature set of `efficiency` (base / kernel) is chosen inside each outer fold by inner 3-fold "
-             "GroupKFold by GPU on the training part. `roofline_calibrated` is predict's current default (CHRONOS only), `roofline_assumed` fits nothing. "
-             "Every fit is deterministic (no seeds). `traces external`: fitted on all of CHRONOS, scored on every "
-             "trace row. Wall time: results/tables/dag_cost.csv (tables stay byte-identical between runs).", "",
+             "GroupKFold by GPU on the training part; `neighbour` (k = 5 nearest measured workloads, hardware "
+             "log-linear) has no data-driven choice. `roofline_calibrated` is predict's roofline (CHRONOS only), "
+             "`roofline_assumed` fits nothing. Every fit is deterministic (no seeds). `traces external`: fitted on "
+             "all of CHRONOS, scored on every trace row. Wall time: results/tables/dag_cost.csv.", "",
              "| protocol | method | rows | folds | GPUs | models | MAPE % | median APE % | pairs right % | pred / measured |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for _, r in summary.iterrows():
         lines.append(f"| {r['protocol']} | {r['method']} | {r['rows']} | {r['folds']} | {r['gpus']} | {r['models']} | "
                      f"{r['mape_pct']:.1f} | {r['median_ape_pct']:.1f} | {r['pairs_right_pct']:.1f} | "
                      f"{r['geo_mean_pred_over_measured']:.2f} |")
-    c = cov.iloc[0]
-    lines += ["", f"`efficiency` beats `roofline_calibrated` (MAPE) on every grouped protocol of both sources: "
-              f"{'yes' if frozen['wins_grouped'] else 'no'}.", "",
-              f"Interval of `efficiency` (split conformal, pooled leave-one-GPU-out residuals, {c['groups']} GPUs): "
-              f"nominal {c['nominal_coverage']:.0%}, measured {c['measured_coverage']:.1%} on {c['rows']} rows, "
-              f"interval factor x/ {c['interval_factor_all_groups']:.2f}."]
-    if frozen.get("outer_fold_feature_sets"):
-        lines += ["", "Feature set chosen by the inner CV (outer folds): " + "; ".join(
-            f"{p}: " + ", ".join(f"{k} {v}" for k, v in c.items()) for p, c in frozen["outer_fold_feature_sets"].items())
-            + f". Frozen model (all rows): {frozen.get('feature_set')}."]
+    lines.append("")
+    for name in frozen:
+        lines += [f"`{name}` beats `roofline_calibrated` (MAPE) on every grouped protocol of both sources: "
+                  f"{'yes' if frozen[name]['wins_grouped'] else 'no'}.", ""]
+    lines += ["Intervals (split conformal on leave-one-GPU-out residuals; each GPU checked with the half-width of the "
+              "other GPUs' residuals):", "", "| interval | rows | groups (GPUs or models) | nominal | measured | factor x/ |", "|---|---:|---:|---:|---:|---:|"]
+    for c in cov.itertuples():
+        f = "-" if c.interval_factor_all_groups != c.interval_factor_all_groups else f"{c.interval_factor_all_groups:.2f}"
+        lines.append(f"| {c.quantity}, {c.variant} | {c.rows} | {c.groups} | {c.nominal_coverage:.0%} | "
+                     f"{c.measured_coverage:.1%} | {f} |")
+    lines.append("")
+    choices = frozen["efficiency"].get("outer_fold_feature_sets")
+    if choices:
+        lines += ["Feature set of `efficiency` chosen by the inner CV (outer folds): " + "; ".join(
+            f"{p}: " + ", ".join(f"{k} {v}" for k, v in c.items()) for p, c in choices.items())
+            + f". Frozen model (all rows): {frozen['efficiency'].get('feature_set')}.", ""]
     if skipped:
-        lines += ["", f"Traced models predict could not build ({len(skipped)}): " + "; ".join(skipped)]
-    return "\n".join(lines) + "\n"
+        lines += [f"Traced models predict could not build ({len(skipped)}): " + "; ".join(skipped), ""]
+    return "\n".join(lines).rstrip("\n") + "\n"

@@ -52,6 +52,15 @@ def _dag_cost(path: Path) -> str:
     return head + to_markdown(cost[cols].head(6), floatfmt=".1f")
 
 
+def _step_rule(path: Path) -> str:
+    """The verdict of the step-model rule recorded in the neighbour model file, and what ``auto`` uses."""
+    import json
+
+    won = bool(json.loads(path.read_text()).get("wins_grouped"))
+    return (f"`neighbour` beats `roofline_calibrated` on every grouped protocol of both sources: "
+            f"{'yes' if won else 'no'}, so `--step-model auto` uses `{'neighbour' if won else 'roofline'}`.\n")
+
+
 def _console(path: Path) -> str:
     """A command transcript (``$ command`` then its output) as a fenced ``console`` block."""
     return "```console\n" + path.read_text().rstrip() + "\n```"
@@ -87,6 +96,10 @@ BLOCKS: dict[str, tuple[str, Callable[[Path], str]]] = {
     "predict-step-grouped": ("tables/predict_step_grouped.csv", lambda p: _table(
         p, ["protocol", "method", "rows", "folds", "gpus", "models", "mape_pct", "median_ape_pct",
             "pairs_right_pct", "geo_mean_pred_over_measured"], digits=".1f")),
+    "predict-step-rule": ("models/steptime/neighbour_model.json", _step_rule),
+    "predict-step-intervals": ("tables/predict_step_grouped_coverage.csv", lambda p: _table(
+        p, ["quantity", "variant", "rows", "groups", "nominal_coverage", "measured_coverage",
+            "interval_factor_all_groups"], digits=".3f")),
     "predict-example": ("predict_cli_example.txt", lambda p: _console(p)),
 }
 

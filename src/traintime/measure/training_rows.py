@@ -79,6 +79,11 @@ def trained_with_line(what: str, meta: Mapping[str, Any] | None) -> str:
     n = int(td.get("local_rows", 0))
     if n == 0:
         why = "collect.train_on: released_only" if td.get("train_on") == "released_only" else "no local rows merged"
+        if td.get("note"):
+            why = str(td["note"])
+        elif td.get("left_out_local_rows"):
+            why = (f"{td['left_out_local_rows']} local rows left out: "
+                   f"{', '.join(td.get('left_out_devices', []))} has no GPU specs, so no roofline")
         return f"{what}: trained on {td.get('released_rows', '?')} released rows only ({why})"
     gpus = td.get("local_gpus") or []
     label = "GPU" if len(gpus) == 1 else "GPUs"

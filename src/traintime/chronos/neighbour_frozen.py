@@ -1,0 +1,152 @@
+"""Step time from the nearest measured workloads, smooth in the GPU specs: the prediction side (numpy only).
+
+The model (fitted by :class:`traintime.chronos.neighbour_step.NeighbourStepTime`, frozen as JSON at
+``<models-dir>/steptime/neighbour_model.json`` and read here) is, per row (one workload on one GPU),
+
+``log step_ms = log roofline_assumed + (h - h_mean) . beta + u(workload)``
+
+* ``roofline_assumed``: the roofline of :mod:`traintime.chronos.roofline_step` with its nominal constants
+  (0.40 / 0.60 / 5 us): the physics that moves the time with FLOPs, bytes, peak and bandwidth;
+* ``h``: hardware features (:data:`HARDWARE_FEATURES`): log10 peak GFLOP/s at the row's precision, log10
+  memory GB/s, each also times the standardised work per kernel and intensity of the workload, and the peak
+  times the 16-bit flag. ``beta`` is estimated *within* workloads (how one workload's time changes from GPU
+  to GPU), so the model is log-linear - smooth - in the hardware axes: a new card moves the answer
+  continuously instead of jumping a tier as tree splits on spec values do;
+* ``u``: the workload's own log efficiency relative to that physics, the mean residual of its measured rows.
+  A workload that was measured on some GPU uses its own ``u``; any other workload takes the distance-weighted
+  mean ``u`` of its ``k`` nearest measured workloads in the standardised hardware-free descriptors of
+  :data:`WORKLOAD_FEATURES` (work size, work per kernel, batch, intensity, depth, parameters, 16-bit,
+  transformer). So ``k`` and the distance say how far the answer is from anything measured.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from traintime.chronos.roofline_frozen import roofline_terms
+
+#: hardware-free workload descriptors (kNN space), computed by :func:`workload_features`
+WORKLOAD_FEATURES: tuple[str, ...] = ("log_flops", "log_flops_per_layer", "log_batch", "log_intensity", "log_layers",
+                                      "log_params", "half", "transformer")
+#: hardware features of the within-workload regression, computed by :func:`hardware_features`
+HARDWARE_FEATURES: tuple[str, ...] = ("log_peak", "log_bandwidth", "log_peak_x_kernel", "log_bandwidth_x_kernel",
+                                      "log_peak_x_intensity", "log_bandwidth_x_intensity", "log_peak_x_half")
+#: assumed roofline constants of the physics offset (those of ``roofline_assumed``)
+ASSUMED = {"compute_efficiency": 0.40, "memory_efficiency": 0.60, "launch_us": 5.0}
+
+
+def offset_ms(rows: pd.DataFrame) -> np.ndarray:
+    """The roofline with assumed constants (the physics the model corrects), ms per step."""
+    t = roofline_terms(rows, ASSUMED["launch_us"])
+    return (t["launch_ms"] + np.maximum(t["compute_ms"] / ASSUMED["compute_efficiency"],
+                                        t["memory_ms"] / ASSUMED["memory_efficiency"])).to_numpy()
+
+
+def workload_features(rows: pd.DataFrame) -> pd.DataFrame:
+    """Hardware-free descriptors of each row's workload (:data:`WORKLOAD_FEATURES`)."""
+    b = rows["batch_size"].to_numpy(dtype=float)
+    flops = np.maximum(rows["flops_train_per_batch"].to_numpy(dtype=float), 1.0)
+    layers = np.maximum(rows["layers"].to_numpy(dtype=float), 1.0)
+    state = (2 * rows["param_bytes"] + rows["grad_bytes"] + 2 * rows["optimizer_state_bytes"]).to_numpy(float)
+    nbytes = np.maximum(state + 2.0 * rows["act_bytes_per_sample"].to_numpy(dtype=float) * b, 1.0)
+    return pd.DataFrame({
+        "log_flops": np.log10(flops),
+        "log_flops_per_layer": np.log10(flops / layers),
+        "log_batch": np.log10(np.maximum(b, 1.0)),
+        "log_intensity": np.log10(flops / nbytes),
+        "log_layers": np.log10(layers),
+        "log_params": np.log10(np.maximum(rows["param_bytes"].to_numpy(dtype=float), 1.0)),
+        "half": rows["precision"].astype(str).ne("32").to_numpy().astype(float),
+        "transformer": rows["family"].astype(str).eq("Transformer").to_numpy().astype(float),
+    }, index=rows.index)
+
+
+def hardware_features(rows: pd.DataFrame, wl: pd.DataFrame, wl_mean: np.ndarray, wl_scale: np.ndarray) -> np.ndarray:
+    """:data:`HARDWARE_FEATURES` of ``rows`` (``wl``: their workload features; standardised with the training
+    workloads' ``wl_mean`` / ``wl_scale`` for the interactions)."""
+    t = roofline_terms(rows, 1.0)
+    flops = rows["flops_train_per_batch"].to_numpy(dtype=float)
+    lp = np.log10(np.maximum(flops / np.maximum(t["compute_ms"].to_numpy(), 1e-30) / 1e6, 1e-9))
+    lb = np.log10(np.maximum(rows["memory_bandwidth_gbps"].to_numpy(dtype=float), 1e-9))
+    i_k, i_i = WORKLOAD_FEATURES.index("log_flops_per_layer"), WORKLOAD_FEATURES.index("log_intensity")
+    zk = (wl["log_flops_per_layer"].to_numpy() - wl_mean[i_k]) / wl_scale[i_k]
+    zi = (wl["log_intensity"].to_numpy() - wl_mean[i_i]) / wl_scale[i_i]
+    return np.column_stack([lp, lb, lp * zk, lb * zk, lp * zi, lb * zi, lp * wl["half"].to_numpy()])
+
+
+def neighbour_u(z: np.ndarray, train_z: np.ndarray, train_u: np.ndarray,
+                k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(u, distance to the nearest measured workload, its index) for standardised descriptors ``z``: a workload at
+    distance 0 takes its own ``u``, any other the inverse-squared-distance-weighted mean of its ``k`` nearest."""
+    d = np.sqrt(((z[:, None, :] - train_z[None, :, :]) ** 2).sum(axis=2))
+    kk = min(int(k), train_z.shape[0])
+    near = np.argsort(d, axis=1)[:, :kk]
+    dn = np.take_along_axis(d, near, axis=1)
+    w = 1.0 / (dn ** 2 + 1e-12)
+    u = (w * train_u[near]).sum(axis=1) / w.sum(axis=1)
+    return u, dn[:, 0], near[:, 0]
+
+
+def neighbour_predict(rows: pd.DataFrame, params: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(step ms, distance to the nearest measured workload, its index) of ``rows`` for frozen ``params``."""
+    wl = workload_features(rows)
+    wm, ws = np.asarray(params["wl_mean"], float), np.asarray(params["wl_scale"], float)
+    z = (wl[list(WORKLOAD_FEATURES)].to_numpy(dtype=float) - wm) / ws
+    h = hardware_features(rows, wl, wm, ws) - np.asarray(params["hw_mean"], float)
+    u, dist, nearest = neighbour_u(z, np.asarray(params["train_z"], float), np.asarray(params["train_u"], float),
+                                   int(params["k"]))
+    return offset_ms(rows) * np.exp(h @ np.asarray(params["beta"], float) + u), dist, nearest
+
+
+class FrozenNeighbour:
+    """The neighbour step model with given parameters (prediction only; ``label`` names it in the output)."""
+
+    #: short name of the step model (``--step-model``)
+    name = "neighbour"
+
+    def __init__(self, params: dict[str, Any]) -> None:
+        self.params = params
+
+    @property
+    def label(self) -> str:
+        return (f"roofline x efficiency of the {self.params['k']} nearest measured workloads, log-linear in GPU "
+                f"peak / bandwidth ({self.params.get('trained_on', 'fitted')})")
+
+    def predict(self, rows: pd.DataFrame) -> np.ndarray:
+        return neighbour_predict(rows, self.params)[0]
+
+    def distance(self, rows: pd.DataFrame) -> np.ndarray:
+        """Distance (standardised descriptor units) from each row's workload to the nearest measured one."""
+        return neighbour_predict(rows, self.params)[1]
+
+    def nearest_source(self, rows: pd.DataFrame) -> np.ndarray:
+        """Data source (``traces`` / ``chronos``; ``""`` when not recorded) of each row's nearest measured workload."""
+        src = np.asarray(self.params.get("train_source") or [""] * len(self.params["train_u"]), dtype=object)
+        return src[neighbour_predict(rows, self.params)[2]]
+
+    def step_log_halfwidth(self, rows: pd.DataFrame, coverage: float) -> float:
+        """Split-conformal log half-width for ``rows`` (one workload). A workload never measured (distance > 0) takes
+        the half-width of the leave-one-model-out residuals; a measured one that of the data source of its nearest
+        measured workload (Mondrian by source: the residuals of the CHRONOS and the trace rows differ in size), the
+        pooled one when the source has none; NaN when calibrated at another coverage."""
+        conf = self.params.get("conformal", {})
+        if abs(float(conf.get("coverage", -1)) - coverage) > 1e-9 or not len(rows):
+            return float("nan")
+        _, dist, _ = neighbour_predict(rows.iloc[:1], self.params)
+        if dist[0] > 1e-6 and "unseen_workload" in conf:  # never measured: the leave-one-model-out residuals
+            return float(conf["unseen_workload"]["step_log_halfwidth"])
+        by = conf.get("by_source", {})
+        src = str(self.nearest_source(rows.iloc[:1])[0])
+        return float(by[src]["step_log_halfwidth"] if src in by else conf["step_log_halfwidth"])
+
+
+def load_frozen_neighbour(path: Any) -> FrozenNeighbour | None:
+    """The frozen model of ``path`` (JSON written by the rule), or None when the file does not exist."""
+    import json
+    from pathlib import Path
+
+    p = Path(path)
+    return FrozenNeighbour(json.loads(p.read_text())) if p.exists() else None

@@ -1,0 +1,137 @@
+"""Fitting the neighbour step model (model and prediction: :mod:`traintime.chronos.neighbour_frozen`).
+
+:class:`NeighbourStepTime` is a scikit-learn-style regressor on step rows
+(:data:`traintime.chronos.roofline_frozen.STEP_ROW_COLUMNS`). ``fit(rows, y_ms, sample_weight=None)``:
+
+1. ``r = log(y) - log(roofline_assumed)`` per row; rows are grouped into *workloads* (every column but the GPU
+   and its specs: model, input size, batch, precision, FLOPs, bytes, layers);
+2. ``beta``: weighted ridge regression (strength ``alpha``) of ``r`` on the centred hardware features after
+   removing each workload's mean from both sides - only how a workload's time changes between GPUs informs it;
+3. ``u`` of each workload: the weighted mean of ``r - h . beta`` over its rows.
+
+Nothing is chosen from data (``k`` and ``alpha`` are fixed a priori), so the fit is deterministic and has no
+inner selection step that a test fold could reach. :meth:`NeighbourStepTime.to_json` freezes it for
+``traintime predict`` (numpy-only prediction).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+from sklearn.base import BaseEstimator, RegressorMixin
+
+from traintime.chronos.neighbour_frozen import (
+    HARDWARE_FEATURES,
+    WORKLOAD_FEATURES,
+    FrozenNeighbour,
+    hardware_features,
+    neighbour_predict,
+    offset_ms,
+    workload_features,
+)
+from traintime.core.errors import SchemaError
+
+#: columns that identify a workload (everything of a step row but the GPU and its specs)
+WORKLOAD_KEY: tuple[str, ...] = ("model", "family", "input_px", "batch_size", "precision", "flops_train_per_batch",
+                                 "param_bytes", "grad_bytes", "optimizer_state_bytes", "act_bytes_per_sample", "layers")
+
+
+def workload_ids(rows: pd.DataFrame) -> np.ndarray:
+    """Integer id of each row's workload (:data:`WORKLOAD_KEY`)."""
+    key = rows[list(WORKLOAD_KEY)].astype(str)
+    return key.groupby(list(WORKLOAD_KEY), sort=True).ngroup().to_numpy()
+
+
+class NeighbourStepTime(RegressorMixin, BaseEstimator):
+    """Roofline x the efficiency of the nearest measured workloads, log-linear in the GPU specs (module doc).
+
+    Parameters
+    ----------
+    k : neighbours averaged for a workload never measured (default 5).
+    alpha : ridge strength on the hardware coefficients (default 1.0: ``alpha x 1e-3`` is added to the diagonal of
+        the weighted within-workload covariance of the hardware features; 0 = least squares, minimum norm).
+    trained_on : free text naming the training data (kept in the frozen JSON and the output label).
+    """
+
+    def __init__(self, k: int = 5, alpha: float = 1.0, trained_on: str = "") -> None:
+        self.k = k
+        self.alpha = alpha
+        self.trained_on = trained_on
+
+    def fit(self, rows: pd.DataFrame, y_ms: Any, sample_weight: Any = None) -> NeighbourStepTime:
+        y = np.asarray(y_ms, dtype=float)
+        if len(y) != len(rows):
+            raise SchemaError(f"step rows ({len(rows)}) and measured times ({len(y)}) differ in length")
+        w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
+        wl = workload_features(rows)
+        off = offset_ms(rows)
+        wv = wl[list(WORKLOAD_FEATURES)].to_numpy(dtype=float)
+        ok = (y > 0) & np.isfinite(off) & (off > 0) & np.isfinite(wv).all(axis=1)
+        if ok.sum() < 2:
+            raise SchemaError(f"neighbour step model: {int(ok.sum())} usable rows, need >= 2")
+        rows, wl, wv, y, w, off = rows[ok], wl[ok], wv[ok], y[ok], w[ok], off[ok]
+        wl_mean = wv.mean(axis=0)
+        wl_scale = wv.std(axis=0)
+        wl_scale[wl_scale < 1e-9] = 1.0
+        h = hardware_features(rows, wl, wl_mean, wl_scale)
+        ok_h = np.isfinite(h).all(axis=1)
+        if not ok_h.all():
+            rows, wl, wv, y, w, off, h = rows[ok_h], wl[ok_h], wv[ok_h], y[ok_h], w[ok_h], off[ok_h], h[ok_h]
+        hw_mean = np.average(h, axis=0, weights=w)
+        h = h - hw_mean
+        r = np.log(y) - np.log(off)
+        ids = workload_ids(rows)
+        n_w = int(ids.max()) + 1
+        wsum = np.bincount(ids, weights=w, minlength=n_w)
+
+        def demean(v: np.ndarray) -> np.ndarray:
+            return v - (np.bincount(ids, weights=w * v, minlength=n_w) / wsum)[ids]
+
+        hd = np.column_stack([demean(h[:, j]) for j in range(h.shape[1])])
+        rd = demean(r)
+        sw = np.sqrt(w / w.sum())
+        k = h.shape[1]
+        lhs = np.vstack([hd * sw[:, None], np.sqrt(float(self.alpha) * 1e-3) * np.eye(k)])
+        beta = np.linalg.lstsq(lhs, np.concatenate([rd * sw, np.zeros(k)]), rcond=None)[0]  # min-norm if collinear
+        u = np.bincount(ids, weights=w * (r - h @ beta), minlength=n_w) / wsum
+        z = (wv - wl_mean) / wl_scale
+        train_z = np.vstack([z[ids == i].mean(axis=0) for i in range(n_w)])
+        first = np.unique(ids, return_index=True)[1]
+        self.train_source_ = (rows["source"].astype(str).to_numpy()[first].tolist() if "source" in rows.columns
+                              else [""] * n_w)
+        self.beta_, self.hw_mean_, self.wl_mean_, self.wl_scale_ = beta, hw_mean, wl_mean, wl_scale
+        self.train_z_, self.train_u_ = train_z, u
+        self.n_rows_, self.n_workloads_ = int(len(y)), n_w
+        return self
+
+    def _check_fitted(self) -> None:
+        if not hasattr(self, "beta_"):
+            raise SchemaError("NeighbourStepTime is not fitted: call fit() first")
+
+    def to_json(self) -> dict[str, Any]:
+        """Frozen parameters for :class:`~traintime.chronos.neighbour_frozen.FrozenNeighbour`."""
+        self._check_fitted()
+        return {"model": "neighbour", "k": int(self.k), "alpha": float(self.alpha),
+                "workload_features": list(WORKLOAD_FEATURES), "hardware_features": list(HARDWARE_FEATURES),
+                "beta": self.beta_.tolist(), "hw_mean": self.hw_mean_.tolist(), "wl_mean": self.wl_mean_.tolist(),
+                "wl_scale": self.wl_scale_.tolist(), "train_z": np.round(self.train_z_, 6).tolist(),
+                "train_u": np.round(self.train_u_, 6).tolist(), "train_source": self.train_source_, "rows": self.n_rows_,
+                "workloads": self.n_workloads_, "trained_on": self.trained_on}
+
+    def predict(self, rows: pd.DataFrame) -> np.ndarray:
+        self._check_fitted()
+        return neighbour_predict(rows, self._params())[0]
+
+    def distance(self, rows: pd.DataFrame) -> np.ndarray:
+        """Distance from each row's workload to the nearest measured workload (standardised descriptor units)."""
+        self._check_fitted()
+        return neighbour_predict(rows, self._params())[1]
+
+    def _params(self) -> dict[str, Any]:
+        return {"k": self.k, "beta": self.beta_, "hw_mean": self.hw_mean_, "wl_mean": self.wl_mean_,
+                "wl_scale": self.wl_scale_, "train_z": self.train_z_, "train_u": self.train_u_}
+
+    def frozen(self) -> FrozenNeighbour:
+        return FrozenNeighbour(self.to_json())

@@ -1,0 +1,115 @@
+"""The neighbour step model: exact on a known log-linear hardware law, neighbours for unseen workloads, frozen JSON."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+from sklearn.base import clone
+
+from traintime.chronos.neighbour_frozen import (
+    FrozenNeighbour,
+    hardware_features,
+    offset_ms,
+    workload_features,
+)
+from traintime.chronos.neighbour_step import NeighbourStepTime, workload_ids
+from traintime.core.errors import SchemaError
+
+GPUS = {  # synthetic GPUs (labelled synthetic: no measurement): fp32 GFLOP/s, fp16 GFLOP/s, GB/s
+    "A": (8e3, 3e4, 300.0), "B": (14e3, 6e4, 450.0), "C": (20e3, 8e4, 700.0), "D": (35e3, 1.5e5, 900.0),
+    "E": (60e3, 2e5, 1800.0),
+}
+
+
+def synthetic_rows(models: list[int], gpus: list[str]) -> pd.DataFrame:
+    """One row per (synthetic workload, GPU); workload m has m+1 times the FLOPs of workload 0."""
+    recs = []
+    for m in models:
+        for batch in (16, 64):
+            for gpu in gpus:
+                f32, f16, bw = GPUS[gpu]
+                recs.append({"model": f"m{m}", "family": "CNN", "input_px": 224, "batch_size": batch,
+                             "precision": "32", "gpu": gpu, "flops_train_per_batch": 2e9 * (m + 1) * batch,
+                             "param_bytes": 4e7 * (1 + m % 3), "grad_bytes": 4e7 * (1 + m % 3),
+                             "optimizer_state_bytes": 0.0, "act_bytes_per_sample": 2e6 * (1 + m % 2),
+                             "layers": 40.0 + 10 * m, "fp32_gflops": f32, "fp16_gflops": f16,
+                             "memory_bandwidth_gbps": bw})
+    return pd.DataFrame(recs)
+
+
+def true_ms(rows: pd.DataFrame) -> np.ndarray:
+    """Known law: physics offset x peak^-0.3 (relative to 10 TFLOP/s) x a per-workload efficiency that is a smooth
+    function of its FLOPs (so neighbours in FLOPs share it)."""
+    lp = np.log10(rows["fp32_gflops"].to_numpy() / 1e4)
+    u = 0.2 * np.log10(rows["flops_train_per_batch"].to_numpy() / 1e10)
+    return offset_ms(rows) * 10 ** (-0.3 * lp) * np.exp(u)
+
+
+def test_seen_workload_on_an_unseen_gpu_is_exact_under_a_log_linear_law() -> None:
+    train = synthetic_rows(list(range(6)), ["A", "B", "C", "E"])
+    test = synthetic_rows(list(range(6)), ["D"])  # GPU D never seen; every workload measured elsewhere
+    m = NeighbourStepTime(alpha=0.0).fit(train, true_ms(train))
+    np.testing.assert_allclose(m.predict(test), true_ms(test), rtol=1e-6)
+    np.testing.assert_allclose(m.distance(test), 0.0, atol=1e-9)
+
+
+def test_unseen_workload_takes_its_neighbours_efficiency() -> None:
+    train = synthetic_rows([0, 1, 2, 4, 5], list(GPUS))
+    test = synthetic_rows([3], list(GPUS))  # between neighbours 2 and 4
+    m = NeighbourStepTime(alpha=0.0, k=2).fit(train, true_ms(train))
+    assert (m.distance(test) > 0).all()
+    err = np.abs(m.predict(test) / true_ms(test) - 1)
+    assert err.max() < 0.05, err
+    far = NeighbourStepTime(alpha=0.0, k=5).fit(train, true_ms(train))
+    assert not np.allclose(far.predict(test), m.predict(test))  # k matters only for unseen workloads
+
+
+def test_hardware_coefficients_come_from_within_workload_variation_only() -> None:
+    train = synthetic_rows(list(range(4)), list(GPUS))
+    y = true_ms(train)
+    ids = workload_ids(train)
+    shifted = y * np.exp(0.7 * ids)  # a per-workload factor changes u, never the hardware law
+    a, b = NeighbourStepTime(alpha=0.0).fit(train, y), NeighbourStepTime(alpha=0.0).fit(train, shifted)
+    np.testing.assert_allclose(a.beta_, b.beta_, atol=1e-8)
+    wl = workload_features(train)
+    assert hardware_features(train, wl, a.wl_mean_, a.wl_scale_).shape == (len(train), len(a.beta_))
+
+
+def test_frozen_json_round_trip_predicts_the_same_and_clone_keeps_params() -> None:
+    train = synthetic_rows([0, 1, 2, 4], list(GPUS))
+    test = synthetic_rows([3, 5], list(GPUS))
+    m = NeighbourStepTime(k=3, trained_on="synthetic").fit(train, true_ms(train))
+    frozen = FrozenNeighbour(json.loads(json.dumps(m.to_json())))
+    np.testing.assert_allclose(frozen.predict(test), m.predict(test), rtol=1e-5)
+    assert "3 nearest measured workloads" in frozen.label and "synthetic" in frozen.label
+    assert clone(m).get_params() == {"k": 3, "alpha": 1.0, "trained_on": "synthetic"}
+
+
+def test_unfitted_and_too_few_rows_raise_clear_errors() -> None:
+    rows = synthetic_rows([0], ["A"])
+    with pytest.raises(SchemaError, match="not fitted"):
+        NeighbourStepTime().predict(rows)
+    with pytest.raises(SchemaError, match="usable rows"):
+        NeighbourStepTime().fit(rows.iloc[:1], [1.0])
+    with pytest.raises(SchemaError, match="differ in length"):
+        NeighbourStepTime().fit(rows, [1.0])
+
+
+def test_interval_half_width_by_source_of_the_nearest_workload_and_wider_for_unseen_ones() -> None:
+    train = synthetic_rows([0, 1, 2, 4, 5], list(GPUS))
+    train["source"] = np.where(train["model"].isin(["m0", "m1", "m2"]), "chronos", "traces")
+    m = NeighbourStepTime().fit(train, true_ms(train))
+    doc = {**m.to_json(), "conformal": {"coverage": 0.9, "step_log_halfwidth": 0.5, "unseen_workload":
+                                        {"step_log_halfwidth": 0.9},
+                                        "by_source": {"chronos": {"step_log_halfwidth": 0.7},
+                                                      "traces": {"step_log_halfwidth": 0.2}}}}
+    frozen = FrozenNeighbour(doc)
+    seen_traces, seen_chronos = synthetic_rows([4], ["A"]), synthetic_rows([1], ["B"])
+    assert set(frozen.nearest_source(seen_traces)) == {"traces"}
+    assert frozen.step_log_halfwidth(seen_traces, 0.9) == 0.2
+    assert frozen.step_log_halfwidth(seen_chronos, 0.9) == 0.7
+    assert frozen.step_log_halfwidth(synthetic_rows([3], ["A"]), 0.9) == 0.9  # never measured
+    assert np.isnan(frozen.step_log_halfwidth(seen_traces, 0.8))  # calibrated at another coverage
