@@ -15,12 +15,12 @@ from traintime.chronos.neighbour_frozen import (
     offset_ms,
     workload_features,
 )
-from traintime.chronos.neighbour_step import NeighbourStepTime, workload_ids
+from traintime.chronos.neighbour_step import NestedNeighbourStepTime, NeighbourStepTime, workload_ids
 from traintime.core.errors import SchemaError
 
-GPUS = {  # synthetic GPUs (labelled synthetic: no measurement): fp32 GFLOP/s, fp16 GFLOP/s, GB/s
-    "A": (8e3, 3e4, 300.0), "B": (14e3, 6e4, 450.0), "C": (20e3, 8e4, 700.0), "D": (35e3, 1.5e5, 900.0),
-    "E": (60e3, 2e5, 1800.0),
+GPUS = {  # synthetic GPUs (labelled synthetic: no measurement): fp32 GFLOP/s, fp16 GFLOP/s, GB/s, SMs
+    "A": (8e3, 3e4, 300.0, 40), "B": (14e3, 6e4, 450.0, 20), "C": (20e3, 8e4, 700.0, 80), "D": (35e3, 1.5e5, 900.0, 50),
+    "E": (60e3, 2e5, 1800.0, 30), "F": (25e3, 1e5, 600.0, 100),
 }
 
 
@@ -30,13 +30,13 @@ def synthetic_rows(models: list[int], gpus: list[str]) -> pd.DataFrame:
     for m in models:
         for batch in (16, 64):
             for gpu in gpus:
-                f32, f16, bw = GPUS[gpu]
+                f32, f16, bw, sms = GPUS[gpu]
                 recs.append({"model": f"m{m}", "family": "CNN", "input_px": 224, "batch_size": batch,
                              "precision": "32", "gpu": gpu, "flops_train_per_batch": 2e9 * (m + 1) * batch,
                              "param_bytes": 4e7 * (1 + m % 3), "grad_bytes": 4e7 * (1 + m % 3),
                              "optimizer_state_bytes": 0.0, "act_bytes_per_sample": 2e6 * (1 + m % 2),
                              "layers": 40.0 + 10 * m, "fp32_gflops": f32, "fp16_gflops": f16,
-                             "memory_bandwidth_gbps": bw})
+                             "memory_bandwidth_gbps": bw, "sms": float(sms)})
     return pd.DataFrame(recs)
 
 
@@ -49,7 +49,7 @@ def true_ms(rows: pd.DataFrame) -> np.ndarray:
 
 
 def test_seen_workload_on_an_unseen_gpu_is_exact_under_a_log_linear_law() -> None:
-    train = synthetic_rows(list(range(6)), ["A", "B", "C", "E"])
+    train = synthetic_rows(list(range(6)), ["A", "B", "C", "E", "F"])
     test = synthetic_rows(list(range(6)), ["D"])  # GPU D never seen; every workload measured elsewhere
     m = NeighbourStepTime(alpha=0.0).fit(train, true_ms(train))
     np.testing.assert_allclose(m.predict(test), true_ms(test), rtol=1e-6)
@@ -85,7 +85,7 @@ def test_frozen_json_round_trip_predicts_the_same_and_clone_keeps_params() -> No
     frozen = FrozenNeighbour(json.loads(json.dumps(m.to_json())))
     np.testing.assert_allclose(frozen.predict(test), m.predict(test), rtol=1e-5)
     assert "3 nearest measured workloads" in frozen.label and "synthetic" in frozen.label
-    assert clone(m).get_params() == {"k": 3, "alpha": 1.0, "trained_on": "synthetic"}
+    assert clone(m).get_params() == {"k": 3, "alpha": 1.0, "trained_on": "synthetic", "hardware": "peak_bandwidth"}
 
 
 def test_unfitted_and_too_few_rows_raise_clear_errors() -> None:
@@ -113,3 +113,16 @@ def test_interval_half_width_by_source_of_the_nearest_workload_and_wider_for_uns
     assert frozen.step_log_halfwidth(seen_chronos, 0.9) == 0.7
     assert frozen.step_log_halfwidth(synthetic_rows([3], ["A"]), 0.9) == 0.9  # never measured
     assert np.isnan(frozen.step_log_halfwidth(seen_traces, 0.8))  # calibrated at another coverage
+
+
+def test_nested_choice_takes_the_sm_count_when_the_law_needs_it() -> None:
+    rows = synthetic_rows(list(range(6)), list(GPUS))
+    no_sm = true_ms(rows)
+    with_sm = no_sm * (rows["sms"].to_numpy() / 50.0) ** -0.5  # more SMs, faster, beyond peak and bandwidth
+    a = NestedNeighbourStepTime(alpha=0.0).fit(rows, with_sm)
+    assert a.best_ == "peak_bandwidth_sms", a.inner_mape_
+    assert a.to_json()["hardware_features"][-2:] == ["log_sms", "log_sms_x_kernel"]
+    b = NestedNeighbourStepTime(alpha=0.0, candidates=("peak_bandwidth",)).fit(rows, with_sm)
+    assert b.best_ == "peak_bandwidth" and not np.allclose(b.predict(rows), a.predict(rows))
+    with pytest.raises(SchemaError, match="hardware feature set 'nope'"):
+        NeighbourStepTime(hardware="nope").fit(rows, no_sm)

@@ -14,7 +14,9 @@ Methods
     training part of both sources, each source weighted equally; its feature set, ``base`` or ``kernel``, is
     chosen by inner GroupKFold-by-GPU on that training part only), ``efficiency_chronos_only`` (the same fitted on
     the CHRONOS part of the training fold only; run on CHRONOS LOGO and the external check, since on the other
-    trace folds its training data, all of CHRONOS, is that of the external check), ``roofline_calibrated`` (predict's current default: per-family
+    trace folds its training data, all of CHRONOS, is that of the external check), ``neighbour`` and
+    ``neighbour_chronos_only`` (:class:`traintime.chronos.neighbour_step.NestedNeighbourStepTime`, the same way; its
+    hardware feature set, with or without the SM count, chosen by the same inner CV), ``roofline_calibrated`` (per-family
     constants fitted on CHRONOS; on CHRONOS LOGO refitted without the held-out GPU; on the trace protocols the
     saved calibration, which never saw a trace) and ``roofline_assumed`` (constants 0.40 / 0.60 / 5 us, nothing fitted).
 Metrics
@@ -67,8 +69,8 @@ def both_sources(trace_rows: pd.DataFrame, chronos_rows: pd.DataFrame) -> pd.Dat
     c = chronos_rows.assign(source="chronos")
     cols = ["source", "model", "family", "input_px", "batch_size", "precision", "gpu", "flops_train_per_batch",
             "param_bytes", "grad_bytes", "optimizer_state_bytes", "act_bytes_per_sample", "layers",
-            "fp32_gflops", "fp16_gflops", "memory_bandwidth_gbps", "measured_ms"]
-    d = pd.concat([t[cols], c[cols]], ignore_index=True)
+            "fp32_gflops", "fp16_gflops", "memory_bandwidth_gbps", "sms", "measured_ms"]
+    d = pd.concat([t.reindex(columns=cols), c.reindex(columns=cols)], ignore_index=True)
     d["img_px"] = d["input_px"]
     d["generation"] = [generation(g) if s == "traces" else "cloud" for g, s in zip(d["gpu"], d["source"])]
     return d
@@ -104,16 +106,17 @@ def grouped_predictions(data: pd.DataFrame, calibration: dict[str, Any] | None,
                         neighbour_factory: Callable[[], Any] | None = None) -> pd.DataFrame:
     """Out-of-fold predictions of every method and protocol (module doc); ``factory`` builds the efficiency
     model (default ``NestedEfficiencyStepTime()``), ``neighbour_factory`` the neighbour model (default
-    ``NeighbourStepTime()``; tests pass spies). Columns: protocol, fold, method, row, pred_ms."""
+    ``NestedNeighbourStepTime()``; tests pass spies). Columns: protocol, fold, method, row, pred_ms."""
     from traintime.chronos.efficiency_step import (
         NestedEfficiencyStepTime,
         source_weights,
     )
-    from traintime.chronos.neighbour_step import NeighbourStepTime
+    from traintime.chronos.neighbour_step import NestedNeighbourStepTime
     from traintime.chronos.roofline_calibration import logo_step_predictions
     from traintime.chronos.roofline_frozen import FrozenRoofline
 
-    learned = {"efficiency": factory or NestedEfficiencyStepTime, "neighbour": neighbour_factory or NeighbourStepTime}
+    learned = {"efficiency": factory or NestedEfficiencyStepTime,
+               "neighbour": neighbour_factory or NestedNeighbourStepTime}
     y = data["measured_ms"].to_numpy(dtype=float)
     src = data["source"].to_numpy()
     assumed = FrozenRoofline(0.40, 0.60, 5.0, fitted=False).predict(data)
@@ -123,7 +126,7 @@ def grouped_predictions(data: pd.DataFrame, calibration: dict[str, Any] | None,
         if r["gpu"].nunique() >= 3:
             chronos_logo[data.index.get_indexer(idx)] = logo_step_predictions(r)
     calibrated = _calibrated(calibration, data)
-    out, choices = [], {}  # choices: protocol -> {feature set chosen by the inner CV: outer folds}
+    out, choices = [], {}  # choices: method -> protocol -> {feature set chosen by the inner CV: outer folds}
     for proto, _, folds in protocols(data):
         external = proto.startswith("traces external")
         for group, train, test in folds:
@@ -135,8 +138,8 @@ def grouped_predictions(data: pd.DataFrame, calibration: dict[str, Any] | None,
                     m = make().fit(data[train], y[train], sample_weight=source_weights(src[train]))
                     methods[name] = m.predict(data.iloc[idx])
                     if hasattr(m, "best_"):
-                        choices.setdefault(proto, {}).setdefault(m.best_, 0)
-                        choices[proto][m.best_] += 1
+                        per = choices.setdefault(name, {}).setdefault(proto, {})
+                        per[m.best_] = per.get(m.best_, 0) + 1
                 if external or proto == "chronos LOGO":  # on the trace folds it equals the external fit (no trace rows)
                     methods[f"{name}_chronos_only"] = make().fit(data[only_ch], y[only_ch]).predict(data.iloc[idx])
             methods["roofline_calibrated"] = chronos_logo[idx] if proto == "chronos LOGO" else calibrated[idx]
@@ -246,7 +249,7 @@ def run_step_grouped(traces: pd.DataFrame, iteration: pd.DataFrame, calibration:
         NestedEfficiencyStepTime,
         source_weights,
     )
-    from traintime.chronos.neighbour_step import NeighbourStepTime
+    from traintime.chronos.neighbour_step import NestedNeighbourStepTime
     from traintime.chronos.roofline_calibration import iteration_step_rows
     from traintime.core.gpudb import gpu_database
     from traintime.predict_public_eval import trace_subset
@@ -261,14 +264,13 @@ def run_step_grouped(traces: pd.DataFrame, iteration: pd.DataFrame, calibration:
     frozen: dict[str, dict] = {}
     covs = []
     for name, est in [("efficiency", NestedEfficiencyStepTime(trained_on=trained_on)),
-                      ("neighbour", NeighbourStepTime(trained_on=trained_on))]:
+                      ("neighbour", NestedNeighbourStepTime(trained_on=trained_on))]:
         conf, cov = conformal_rows(data, pred, coverage, name)
         est.fit(data, data["measured_ms"], sample_weight=source_weights(data["source"]))
         frozen[name] = {**est.to_json(), "conformal": conf, "wins_grouped": wins(summary, new=name)}
         covs.append(cov)
-    choices = pred.attrs.get("choices", {})
-    if choices:
-        frozen["efficiency"]["outer_fold_feature_sets"] = choices
+    for name, per in pred.attrs.get("choices", {}).items():
+        frozen[name]["outer_fold_feature_sets"] = per
     cov = pd.concat(covs, ignore_index=True)
     return summary, cov, frozen, markdown_grouped(summary, cov, tr.attrs.get("skipped", []), frozen)
 
@@ -280,7 +282,8 @@ def markdown_grouped(summary: pd.DataFrame, cov: pd.DataFrame, skipped: list[str
              "training part of both sources (equal weight per source), `*_chronos_only` on its CHRONOS part only. "
              "The feature set of `efficiency` (base / kernel) is chosen inside each outer fold by inner 3-fold "
              "GroupKFold by GPU on the training part; `neighbour` (k = 5 nearest measured workloads, hardware "
-             "log-linear) has no data-driven choice. `roofline_calibrated` is predict's roofline (CHRONOS only), "
+             "log-linear) chooses its hardware features (with or without the SM count) the same way. "
+             "`roofline_calibrated` is predict's roofline (CHRONOS only), "
              "`roofline_assumed` fits nothing. Every fit is deterministic (no seeds). `traces external`: fitted on "
              "all of CHRONOS, scored on every trace row. Wall time: results/tables/dag_cost.csv.", "",
              "| protocol | method | rows | folds | GPUs | models | MAPE % | median APE % | pairs right % | pred / measured |",
@@ -300,11 +303,12 @@ def markdown_grouped(summary: pd.DataFrame, cov: pd.DataFrame, skipped: list[str
         lines.append(f"| {c.quantity}, {c.variant} | {c.rows} | {c.groups} | {c.nominal_coverage:.0%} | "
                      f"{c.measured_coverage:.1%} | {f} |")
     lines.append("")
-    choices = frozen["efficiency"].get("outer_fold_feature_sets")
-    if choices:
-        lines += ["Feature set of `efficiency` chosen by the inner CV (outer folds): " + "; ".join(
-            f"{p}: " + ", ".join(f"{k} {v}" for k, v in c.items()) for p, c in choices.items())
-            + f". Frozen model (all rows): {frozen['efficiency'].get('feature_set')}.", ""]
+    for name, key in [("efficiency", "feature_set"), ("neighbour", "hardware_set")]:
+        choices = frozen[name].get("outer_fold_feature_sets")
+        if choices:
+            lines += [f"Feature set of `{name}` chosen by the inner CV (outer folds): " + "; ".join(
+                f"{p}: " + ", ".join(f"{k} {v}" for k, v in c.items()) for p, c in choices.items())
+                + f". Frozen model (all rows): {frozen[name].get(key)}.", ""]
     if skipped:
         lines += [f"Traced models predict could not build ({len(skipped)}): " + "; ".join(skipped), ""]
     return "\n".join(lines).rstrip("\n") + "\n"

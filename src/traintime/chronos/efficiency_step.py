@@ -12,6 +12,7 @@ for ``traintime predict`` (numpy-only prediction, no scikit-learn on the ``--no-
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -131,6 +132,31 @@ class EfficiencyStepTime(RegressorMixin, BaseEstimator):
         return FrozenEfficiency(self.to_json())
 
 
+def inner_gpu_choice(make: Callable[[str], Any], candidates: tuple[str, ...], inner_splits: int, rows: pd.DataFrame,
+                     y: np.ndarray, sample_weight: Any = None) -> tuple[str, dict[str, float]]:
+    """(chosen candidate, inner weighted MAPE % per candidate): each candidate estimator ``make(candidate)`` is scored
+    by ``GroupKFold`` by GPU (``inner_splits`` folds, at most the number of GPUs; deterministic) on ``rows`` only;
+    the lowest weighted mean absolute percentage error wins (the last candidate when none can be scored)."""
+    from sklearn.model_selection import GroupKFold
+
+    w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
+    groups = rows["gpu"].astype(str).to_numpy()
+    k = min(int(inner_splits), len(np.unique(groups)))
+    scores: dict[str, float] = {}
+    for cand in candidates:
+        if k < 2:
+            scores[cand] = float("nan")
+            continue
+        err = np.full(len(y), np.nan)
+        for tr, te in GroupKFold(n_splits=k).split(rows, y, groups):
+            m = make(cand).fit(rows.iloc[tr], y[tr], w[tr])
+            err[te] = np.abs(m.predict(rows.iloc[te]) / y[te] - 1)
+        ok = np.isfinite(err)
+        scores[cand] = float(100 * np.sum(w[ok] * err[ok]) / np.sum(w[ok])) if ok.any() else float("nan")
+    finite = {c: s for c, s in scores.items() if s == s}
+    return (min(finite, key=finite.get) if finite else candidates[-1]), scores
+
+
 class NestedEfficiencyStepTime(RegressorMixin, BaseEstimator):
     """:class:`EfficiencyStepTime` whose feature set is chosen *inside* ``fit`` by grouped inner cross-validation
     on the training rows only (``GroupKFold`` by GPU, ``inner_splits`` folds, deterministic): the candidate with
@@ -152,26 +178,10 @@ class NestedEfficiencyStepTime(RegressorMixin, BaseEstimator):
         self.trained_on = trained_on
 
     def fit(self, rows: pd.DataFrame, y_ms: Any, sample_weight: Any = None) -> NestedEfficiencyStepTime:
-        from sklearn.model_selection import GroupKFold
-
         y = np.asarray(y_ms, dtype=float)
-        w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
-        groups = rows["gpu"].astype(str).to_numpy()
-        k = min(int(self.inner_splits), len(np.unique(groups)))
-        scores: dict[str, float] = {}
-        for cand in self.candidates:
-            if k < 2:
-                scores[cand] = float("nan")
-                continue
-            err = np.full(len(y), np.nan)
-            for tr, te in GroupKFold(n_splits=k).split(rows, y, groups):
-                m = EfficiencyStepTime(alpha=self.alpha, features=cand).fit(rows.iloc[tr], y[tr], w[tr])
-                err[te] = np.abs(m.predict(rows.iloc[te]) / y[te] - 1)
-            ok = np.isfinite(err)
-            scores[cand] = float(100 * np.sum(w[ok] * err[ok]) / np.sum(w[ok]))
-        finite = {c: s for c, s in scores.items() if s == s}
-        self.best_ = min(finite, key=finite.get) if finite else self.candidates[-1]
-        self.inner_mape_ = scores
+        self.best_, self.inner_mape_ = inner_gpu_choice(
+            lambda cand: EfficiencyStepTime(alpha=self.alpha, features=cand), self.candidates, self.inner_splits,
+            rows, y, sample_weight)
         self.model_ = EfficiencyStepTime(alpha=self.alpha, trained_on=self.trained_on, features=self.best_)
         self.model_.fit(rows, y, sample_weight)
         return self

@@ -7,9 +7,9 @@ The model (fitted by :class:`traintime.chronos.neighbour_step.NeighbourStepTime`
 
 * ``roofline_assumed``: the roofline of :mod:`traintime.chronos.roofline_step` with its nominal constants
   (0.40 / 0.60 / 5 us): the physics that moves the time with FLOPs, bytes, peak and bandwidth;
-* ``h``: hardware features (:data:`HARDWARE_FEATURES`): log10 peak GFLOP/s at the row's precision, log10
-  memory GB/s, each also times the standardised work per kernel and intensity of the workload, and the peak
-  times the 16-bit flag. ``beta`` is estimated *within* workloads (how one workload's time changes from GPU
+* ``h``: hardware features (:data:`HARDWARE_SETS`): log10 peak GFLOP/s at the row's precision, log10
+  memory GB/s, each also times the standardised work per kernel and intensity of the workload, the peak
+  times the 16-bit flag, and optionally log10 of the SM count, also times the work per kernel. ``beta`` is estimated *within* workloads (how one workload's time changes from GPU
   to GPU), so the model is log-linear - smooth - in the hardware axes: a new card moves the answer
   continuously instead of jumping a tier as tree splits on spec values do;
 * ``u``: the workload's own log efficiency relative to that physics, the mean residual of its measured rows.
@@ -33,7 +33,14 @@ WORKLOAD_FEATURES: tuple[str, ...] = ("log_flops", "log_flops_per_layer", "log_b
                                       "log_params", "half", "transformer")
 #: hardware features of the within-workload regression, computed by :func:`hardware_features`
 HARDWARE_FEATURES: tuple[str, ...] = ("log_peak", "log_bandwidth", "log_peak_x_kernel", "log_bandwidth_x_kernel",
-                                      "log_peak_x_intensity", "log_bandwidth_x_intensity", "log_peak_x_half")
+                                      "log_peak_x_intensity", "log_bandwidth_x_intensity", "log_peak_x_half",
+                                      "log_sms", "log_sms_x_kernel")
+#: named hardware feature sets (``hardware=`` of the estimator; the nested one chooses between them by inner CV):
+#: peak and bandwidth only, or also the SM count (small kernels do not fill a GPU with many SMs)
+HARDWARE_SETS: dict[str, tuple[str, ...]] = {
+    "peak_bandwidth": HARDWARE_FEATURES[:7],
+    "peak_bandwidth_sms": HARDWARE_FEATURES,
+}
 #: assumed roofline constants of the physics offset (those of ``roofline_assumed``)
 ASSUMED = {"compute_efficiency": 0.40, "memory_efficiency": 0.60, "launch_us": 5.0}
 
@@ -64,30 +71,42 @@ def workload_features(rows: pd.DataFrame) -> pd.DataFrame:
     }, index=rows.index)
 
 
-def hardware_features(rows: pd.DataFrame, wl: pd.DataFrame, wl_mean: np.ndarray, wl_scale: np.ndarray) -> np.ndarray:
-    """:data:`HARDWARE_FEATURES` of ``rows`` (``wl``: their workload features; standardised with the training
-    workloads' ``wl_mean`` / ``wl_scale`` for the interactions)."""
+def hardware_features(rows: pd.DataFrame, wl: pd.DataFrame, wl_mean: np.ndarray, wl_scale: np.ndarray,
+                      names: tuple[str, ...] = HARDWARE_SETS["peak_bandwidth"]) -> np.ndarray:
+    """Hardware features ``names`` (of :data:`HARDWARE_FEATURES`) of ``rows`` (``wl``: their workload features;
+    standardised with the training workloads' ``wl_mean`` / ``wl_scale`` for the interactions). A GPU without an
+    SM count (column ``sms``) gets NaN in the SM features."""
     t = roofline_terms(rows, 1.0)
     flops = rows["flops_train_per_batch"].to_numpy(dtype=float)
     lp = np.log10(np.maximum(flops / np.maximum(t["compute_ms"].to_numpy(), 1e-30) / 1e6, 1e-9))
     lb = np.log10(np.maximum(rows["memory_bandwidth_gbps"].to_numpy(dtype=float), 1e-9))
+    sms = pd.to_numeric(rows["sms"], errors="coerce").to_numpy(dtype=float) if "sms" in rows.columns else np.nan
+    ls = np.log10(np.where(np.asarray(sms) > 0, sms, np.nan)) * np.ones(len(rows))
     i_k, i_i = WORKLOAD_FEATURES.index("log_flops_per_layer"), WORKLOAD_FEATURES.index("log_intensity")
     zk = (wl["log_flops_per_layer"].to_numpy() - wl_mean[i_k]) / wl_scale[i_k]
     zi = (wl["log_intensity"].to_numpy() - wl_mean[i_i]) / wl_scale[i_i]
-    return np.column_stack([lp, lb, lp * zk, lb * zk, lp * zi, lb * zi, lp * wl["half"].to_numpy()])
+    cols = {"log_peak": lp, "log_bandwidth": lb, "log_peak_x_kernel": lp * zk, "log_bandwidth_x_kernel": lb * zk,
+            "log_peak_x_intensity": lp * zi, "log_bandwidth_x_intensity": lb * zi,
+            "log_peak_x_half": lp * wl["half"].to_numpy(), "log_sms": ls, "log_sms_x_kernel": ls * zk}
+    return np.column_stack([cols[n] for n in names])
 
 
 def neighbour_u(z: np.ndarray, train_z: np.ndarray, train_u: np.ndarray,
                 k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(u, distance to the nearest measured workload, its index) for standardised descriptors ``z``: a workload at
     distance 0 takes its own ``u``, any other the inverse-squared-distance-weighted mean of its ``k`` nearest."""
-    d = np.sqrt(((z[:, None, :] - train_z[None, :, :]) ** 2).sum(axis=2))
+    if not len(z):
+        return np.zeros(0), np.zeros(0), np.zeros(0, dtype=int)
+    uz, inv = np.unique(z, axis=0, return_inverse=True)  # one distance row per distinct workload, not per GPU row
+    inv = np.asarray(inv).reshape(-1)
+    d = np.sqrt(np.maximum((uz ** 2).sum(1)[:, None] + (train_z ** 2).sum(1)[None, :] - 2 * uz @ train_z.T, 0.0))
     kk = min(int(k), train_z.shape[0])
-    near = np.argsort(d, axis=1)[:, :kk]
+    near = np.argsort(d, axis=1, kind="stable")[:, :kk]
     dn = np.take_along_axis(d, near, axis=1)
+    dn[dn < 1e-6] = 0.0  # the expanded form leaves round-off where the workload itself was measured
     w = 1.0 / (dn ** 2 + 1e-12)
     u = (w * train_u[near]).sum(axis=1) / w.sum(axis=1)
-    return u, dn[:, 0], near[:, 0]
+    return u[inv], dn[inv, 0], near[inv, 0]
 
 
 def neighbour_predict(rows: pd.DataFrame, params: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -95,7 +114,8 @@ def neighbour_predict(rows: pd.DataFrame, params: dict[str, Any]) -> tuple[np.nd
     wl = workload_features(rows)
     wm, ws = np.asarray(params["wl_mean"], float), np.asarray(params["wl_scale"], float)
     z = (wl[list(WORKLOAD_FEATURES)].to_numpy(dtype=float) - wm) / ws
-    h = hardware_features(rows, wl, wm, ws) - np.asarray(params["hw_mean"], float)
+    names = tuple(params.get("hardware_features") or HARDWARE_SETS["peak_bandwidth"])
+    h = hardware_features(rows, wl, wm, ws, names) - np.asarray(params["hw_mean"], float)
     u, dist, nearest = neighbour_u(z, np.asarray(params["train_z"], float), np.asarray(params["train_u"], float),
                                    int(params["k"]))
     return offset_ms(rows) * np.exp(h @ np.asarray(params["beta"], float) + u), dist, nearest

@@ -9,8 +9,8 @@
    removing each workload's mean from both sides - only how a workload's time changes between GPUs informs it;
 3. ``u`` of each workload: the weighted mean of ``r - h . beta`` over its rows.
 
-Nothing is chosen from data (``k`` and ``alpha`` are fixed a priori), so the fit is deterministic and has no
-inner selection step that a test fold could reach. :meth:`NeighbourStepTime.to_json` freezes it for
+``k`` and ``alpha`` are fixed a priori; :class:`NestedNeighbourStepTime` chooses the hardware feature set (with or
+without the SM count) by inner grouped CV on its training rows only. Every fit is deterministic. :meth:`NeighbourStepTime.to_json` freezes it for
 ``traintime predict`` (numpy-only prediction).
 """
 
@@ -22,8 +22,9 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, RegressorMixin
 
+from traintime.chronos.efficiency_step import inner_gpu_choice
 from traintime.chronos.neighbour_frozen import (
-    HARDWARE_FEATURES,
+    HARDWARE_SETS,
     WORKLOAD_FEATURES,
     FrozenNeighbour,
     hardware_features,
@@ -40,8 +41,7 @@ WORKLOAD_KEY: tuple[str, ...] = ("model", "family", "input_px", "batch_size", "p
 
 def workload_ids(rows: pd.DataFrame) -> np.ndarray:
     """Integer id of each row's workload (:data:`WORKLOAD_KEY`)."""
-    key = rows[list(WORKLOAD_KEY)].astype(str)
-    return key.groupby(list(WORKLOAD_KEY), sort=True).ngroup().to_numpy()
+    return rows.groupby(list(WORKLOAD_KEY), sort=True, dropna=False).ngroup().to_numpy()
 
 
 class NeighbourStepTime(RegressorMixin, BaseEstimator):
@@ -53,12 +53,20 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
     alpha : ridge strength on the hardware coefficients (default 1.0: ``alpha x 1e-3`` is added to the diagonal of
         the weighted within-workload covariance of the hardware features; 0 = least squares, minimum norm).
     trained_on : free text naming the training data (kept in the frozen JSON and the output label).
+    hardware : name of the hardware feature set (:data:`~traintime.chronos.neighbour_frozen.HARDWARE_SETS`).
     """
 
-    def __init__(self, k: int = 5, alpha: float = 1.0, trained_on: str = "") -> None:
+    def __init__(self, k: int = 5, alpha: float = 1.0, trained_on: str = "", hardware: str = "peak_bandwidth") -> None:
         self.k = k
         self.alpha = alpha
         self.trained_on = trained_on
+        self.hardware = hardware
+
+    def _hardware(self) -> tuple[str, ...]:
+        if self.hardware not in HARDWARE_SETS:
+            raise SchemaError(f"neighbour model: hardware feature set {self.hardware!r} is unknown (use one of "
+                              f"{', '.join(HARDWARE_SETS)})")
+        return HARDWARE_SETS[self.hardware]
 
     def fit(self, rows: pd.DataFrame, y_ms: Any, sample_weight: Any = None) -> NeighbourStepTime:
         y = np.asarray(y_ms, dtype=float)
@@ -75,7 +83,7 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
         wl_mean = wv.mean(axis=0)
         wl_scale = wv.std(axis=0)
         wl_scale[wl_scale < 1e-9] = 1.0
-        h = hardware_features(rows, wl, wl_mean, wl_scale)
+        h = hardware_features(rows, wl, wl_mean, wl_scale, self._hardware())
         ok_h = np.isfinite(h).all(axis=1)
         if not ok_h.all():
             rows, wl, wv, y, w, off, h = rows[ok_h], wl[ok_h], wv[ok_h], y[ok_h], w[ok_h], off[ok_h], h[ok_h]
@@ -113,8 +121,8 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
     def to_json(self) -> dict[str, Any]:
         """Frozen parameters for :class:`~traintime.chronos.neighbour_frozen.FrozenNeighbour`."""
         self._check_fitted()
-        return {"model": "neighbour", "k": int(self.k), "alpha": float(self.alpha),
-                "workload_features": list(WORKLOAD_FEATURES), "hardware_features": list(HARDWARE_FEATURES),
+        return {"model": "neighbour", "k": int(self.k), "alpha": float(self.alpha), "hardware_set": self.hardware,
+                "workload_features": list(WORKLOAD_FEATURES), "hardware_features": list(self._hardware()),
                 "beta": self.beta_.tolist(), "hw_mean": self.hw_mean_.tolist(), "wl_mean": self.wl_mean_.tolist(),
                 "wl_scale": self.wl_scale_.tolist(), "train_z": np.round(self.train_z_, 6).tolist(),
                 "train_u": np.round(self.train_u_, 6).tolist(), "train_source": self.train_source_, "rows": self.n_rows_,
@@ -130,8 +138,47 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
         return neighbour_predict(rows, self._params())[1]
 
     def _params(self) -> dict[str, Any]:
-        return {"k": self.k, "beta": self.beta_, "hw_mean": self.hw_mean_, "wl_mean": self.wl_mean_,
+        return {"k": self.k, "hardware_features": self._hardware(), "beta": self.beta_, "hw_mean": self.hw_mean_, "wl_mean": self.wl_mean_,
                 "wl_scale": self.wl_scale_, "train_z": self.train_z_, "train_u": self.train_u_}
 
     def frozen(self) -> FrozenNeighbour:
         return FrozenNeighbour(self.to_json())
+
+
+class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
+    """:class:`NeighbourStepTime` whose hardware feature set is chosen *inside* ``fit`` by inner ``GroupKFold`` by
+    GPU on the training rows only (:func:`~traintime.chronos.efficiency_step.inner_gpu_choice`), then refitted on
+    all of them: an outer fold's test rows never take part in the choice.
+
+    Parameters
+    ----------
+    candidates : hardware feature sets tried (:data:`~traintime.chronos.neighbour_frozen.HARDWARE_SETS`).
+    inner_splits : inner folds (at most the number of training GPUs).
+    k, alpha, trained_on : passed to :class:`NeighbourStepTime`.
+    """
+
+    def __init__(self, candidates: tuple[str, ...] = ("peak_bandwidth", "peak_bandwidth_sms"), inner_splits: int = 3,
+                 k: int = 5, alpha: float = 1.0, trained_on: str = "") -> None:
+        self.candidates = candidates
+        self.inner_splits = inner_splits
+        self.k = k
+        self.alpha = alpha
+        self.trained_on = trained_on
+
+    def fit(self, rows: pd.DataFrame, y_ms: Any, sample_weight: Any = None) -> NestedNeighbourStepTime:
+        y = np.asarray(y_ms, dtype=float)
+        self.best_, self.inner_mape_ = inner_gpu_choice(
+            lambda cand: NeighbourStepTime(k=self.k, alpha=self.alpha, hardware=cand), self.candidates,
+            self.inner_splits, rows, y, sample_weight)
+        self.model_ = NeighbourStepTime(k=self.k, alpha=self.alpha, trained_on=self.trained_on, hardware=self.best_)
+        self.model_.fit(rows, y, sample_weight)
+        return self
+
+    def predict(self, rows: pd.DataFrame) -> np.ndarray:
+        if not hasattr(self, "model_"):
+            raise SchemaError("NestedNeighbourStepTime is not fitted: call fit() first")
+        return self.model_.predict(rows)
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.model_.to_json(), "selection": {"inner_splits": self.inner_splits, "by": "GroupKFold by GPU",
+                                                       "inner_weighted_mape_pct": self.inner_mape_}}

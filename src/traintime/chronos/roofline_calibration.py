@@ -44,9 +44,9 @@ def iteration_step_rows(table: pd.DataFrame, specs: pd.DataFrame) -> pd.DataFram
         t = t[t["status"] == "ok"]
     t["measured_ms"], t.attrs["measured"] = measured_compute_ms(t)
     t = t[t["measured_ms"].gt(0)]
-    t = t.drop(columns=[c for c in ("fp32_gflops", "fp16_gflops", "memory_bandwidth_gbps") if c in t.columns])
-    t = t.merge(specs[["gpu", "fp32_gflops", "fp16_gflops", "memory_bandwidth_gbps"]].drop_duplicates("gpu"),
-                on="gpu", how="inner")
+    spec_cols = ["fp32_gflops", "fp16_gflops", "memory_bandwidth_gbps"] + [c for c in ("sms",) if c in specs.columns]
+    t = t.drop(columns=[c for c in spec_cols if c in t.columns])
+    t = t.merge(specs[["gpu", *spec_cols]].drop_duplicates("gpu"), on="gpu", how="inner")
     t["precision"] = np.where(pd.to_numeric(t["precision_bits"], errors="coerce") == 16, "16", "32")
     t["act_bytes_per_sample"] = pd.to_numeric(t.get("act_bytes_per_sample_proxy"), errors="coerce").fillna(0)
     t["layers"] = sum(pd.to_numeric(t[c], errors="coerce").fillna(0) if c in t.columns else 0
