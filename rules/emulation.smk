@@ -140,7 +140,8 @@ rule emulation_flops:
 
 
 rule emulation_learned:
-    """Learned cross-GPU baseline on the main slice, leave-one-target-GPU-out, every seed."""
+    """Learned cross-GPU baseline (every seed) and the per-workload power law on the main slice,
+    leave-one-target-GPU-out."""
     input:
         traces=f"{DATA}/traces.csv",
         lib=lib("emulation_learned"),
@@ -472,3 +473,31 @@ ALL_TARGETS.extend(
     + [f"{FIGURES}/emulation_{f}.png" for f in EMU_FIGURES]
     + [f"{FIGURES}/emulation_per_target.png"]
 )
+
+
+rule emulation_power_law:
+    """With-host step-time protocols of the consumer-GPU traces (issue 13): the per-workload power law in FLOPs /
+    bandwidth / SM ratios to the reference host, beside FLOPS scaling and the learned XGBoost baseline, leaving
+    one GPU (main slice; all settings) or one RTX generation out."""
+    input:
+        traces=f"{DATA}/traces.csv",
+        learned=f"{EMU}/predictions_learned.csv",
+        lib=lib("emulation_power_law"),
+    output:
+        csv=report(f"{TABLES}/steptime_host_power_law.csv", caption="../report/steptime_host_power_law.rst",
+                   category="Zero-shot emulation"),
+        md=f"{TABLES}/steptime_host_power_law.md",
+    params:
+        cfg=EMU_CFG,
+        gpu_specs=config["gpu_specs"],
+    log:
+        f"{LOGS}/emulation/power_law.log",
+    benchmark:
+        bench(f"{LOGS}/emulation/power_law.log")
+    conda:
+        env("analysis")
+    script:
+        "../workflow_scripts/emulation_power_law.py"
+
+
+ALL_TARGETS.extend(rules.emulation_power_law.output)

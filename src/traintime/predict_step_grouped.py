@@ -26,25 +26,18 @@ Metrics
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from traintime.core.specs import rtx_generation as generation
 from traintime.predict_public_eval import (
     pair_order,
 )
 
-GENERATIONS = {"3": "Ampere", "4": "Ada", "5": "Blackwell"}
 KEY = ["model", "img_px", "batch_size", "precision"]
-
-
-def generation(gpu: str) -> str:
-    """Ampere / Ada / Blackwell of an RTX 30 / 40 / 50 card ('other' when the name has no such number)."""
-    m = re.search(r"RTX[\s_-]*([345])0\d0", str(gpu), flags=re.I)
-    return GENERATIONS[m.group(1)] if m else "other"
 
 
 def trace_step_rows(subset: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataFrame:

@@ -139,3 +139,15 @@ def merged_specs_file(base_path: str | Path | None, extra_path: str | Path) -> s
         tmp.write_text(text)
         os.replace(tmp, path)
     return str(path)
+
+
+#: RTX series digit -> GPU generation (consumer cards of the public traces)
+GENERATIONS = {"3": "Ampere", "4": "Ada", "5": "Blackwell"}
+
+
+def rtx_generation(gpu: str) -> str:
+    """Ampere / Ada / Blackwell of an RTX 30 / 40 / 50 card ('other' when the name has no such number)."""
+    import re
+
+    m = re.search(r"RTX[\s_-]*([345])0\d0", str(gpu), flags=re.I)
+    return GENERATIONS[m.group(1)] if m else "other"

@@ -43,6 +43,7 @@ METHOD_LABELS: dict[str, str] = {
     "neusight": "NeuSight-style (light)",
     "flops": "FLOPS scaling",
     "learned": "Learned cross-GPU (xgboost, LOGO)",
+    "power_law": "Per-workload power law in FLOPs / bandwidth / SM ratios (LOGO)",
 }
 THRESHOLDS_PCT: tuple[float, ...] = (5.0, 10.0, 20.0, 50.0)
 NO_HOST = "no host measurements present: run rules emulation_host_* on a GPU"

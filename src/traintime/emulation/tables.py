@@ -26,7 +26,8 @@ from traintime.emulation.schema import WORKLOAD_KEY
 # --------------------------------------------------------------------------------------------
 
 #: Display order of methods in tables.
-METHOD_ORDER: tuple[str, ...] = ("emulation", "habitat", "neusight", "flops", "learned", "emulation_oracle")
+METHOD_ORDER: tuple[str, ...] = ("emulation", "habitat", "neusight", "flops", "learned", "power_law",
+                                  "emulation_oracle")
 
 
 def method_label(method: str) -> str:
@@ -68,6 +69,8 @@ def table1(pred: pd.DataFrame, mapping_status: pd.DataFrame | None = None) -> pd
     t.loc[t["method"] == "learned", "note"] = ("mean +- sd over seeds (sd columns); trained on the other "
                                                "targets' measured latencies of the same workloads (not zero-shot)")
     t.loc[t["method"] == "flops", "note"] = "host = the reference GPU's public trace (unrestricted)"
+    t.loc[t["method"] == "power_law", "note"] = ("deterministic; per-workload fit on the other targets' measured "
+                                                 "latencies of the same workloads, ratio to the host (not zero-shot)")
     t["n_infeasible_targets"] = 0
     if mapping_status is not None and not mapping_status.empty:
         for host, st in mapping_status.groupby("host_gpu", sort=True):
