@@ -7,6 +7,7 @@ the output header); ``auto`` (the default) applies the pre-declared rule recorde
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -151,7 +152,14 @@ def frozen_step_model(models_dir: Path, coverage: float, name: str = "efficiency
                                    "predict_step_grouped)")
     conf = m.params.get("conformal", {})
     q = float(conf["step_log_halfwidth"]) if abs(float(conf.get("coverage", -1)) - coverage) < 1e-9 else float("nan")
+    how = f"split conformal on leave-one-GPU-out residuals ({conf.get('groups')} GPUs)"
+    if conf.get("by_source"):
+        parts = [f"{k} x/{math.exp(v['step_log_halfwidth']):.2f}" for k, v in sorted(conf["by_source"].items())]
+        how += f", half-width of the data source of the nearest measured workload ({', '.join(parts)})"
+    if conf.get("unseen_workload"):
+        how += (f"; x/{math.exp(conf['unseen_workload']['step_log_halfwidth']):.2f} for a workload never measured "
+                "(leave-one-model-out residuals)")
     notes = [f"step-time model (--step-model {name}): {m.label}; {m.params.get('rows')} rows ({path})",
-             f"step interval: split conformal on leave-one-GPU-out residuals ({conf.get('groups')} GPUs)" if q == q
+             f"step interval: {how}" if q == q
              else f"step interval: none (calibrated at coverage {conf.get('coverage')}, asked {coverage})"]
     return m, q, notes
