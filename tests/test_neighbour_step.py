@@ -126,3 +126,15 @@ def test_nested_choice_takes_the_sm_count_when_the_law_needs_it() -> None:
     assert b.best_ == "peak_bandwidth" and not np.allclose(b.predict(rows), a.predict(rows))
     with pytest.raises(SchemaError, match="hardware feature set 'nope'"):
         NeighbourStepTime(hardware="nope").fit(rows, no_sm)
+
+
+def test_beyond_the_measured_batch_range_time_grows_with_the_roofline_work() -> None:
+    train = synthetic_rows(list(range(6)), list(GPUS))  # batches 16 and 64 only
+    m = NeighbourStepTime().fit(train, true_ms(train))
+    big = synthetic_rows([2], ["C"])
+    b1024 = big[big["batch_size"] == 64].assign(batch_size=1024, flops_train_per_batch=lambda d: d[
+        "flops_train_per_batch"] * 16)
+    b2048 = b1024.assign(batch_size=2048, flops_train_per_batch=lambda d: d["flops_train_per_batch"] * 2)
+    t1024, t2048 = m.predict(b1024)[0], m.predict(b2048)[0]
+    assert t2048 / t1024 == pytest.approx(offset_ms(b2048)[0] / offset_ms(b1024)[0], rel=1e-6)
+    assert m.distance(b2048)[0] > 0  # outside the measured range: not a measured workload

@@ -15,8 +15,11 @@ The model (fitted by :class:`traintime.chronos.neighbour_step.NeighbourStepTime`
 * ``u``: the workload's own log efficiency relative to that physics, the mean residual of its measured rows.
   A workload that was measured on some GPU uses its own ``u``; any other workload takes the distance-weighted
   mean ``u`` of its ``k`` nearest measured workloads in the standardised hardware-free descriptors of
-  :data:`WORKLOAD_FEATURES` (work size, work per kernel, batch, intensity, depth, parameters, 16-bit,
-  transformer). So ``k`` and the distance say how far the answer is from anything measured.
+  :data:`WORKLOAD_FEATURES` (FLOPs and activations per sample, batch, depth, parameters, input size, 16-bit,
+  transformer: the same model at another batch is a near neighbour), looked up at the descriptors clipped to the measured range (outside it - a larger batch or
+  model than any measured - the efficiency stays that of the range's edge, and the time grows with the
+  roofline's work). The distance to the nearest measured workload says how far the answer is from anything
+  measured.
 """
 
 from __future__ import annotations
@@ -28,9 +31,14 @@ import pandas as pd
 
 from traintime.chronos.roofline_frozen import roofline_terms
 
-#: hardware-free workload descriptors (kNN space), computed by :func:`workload_features`
-WORKLOAD_FEATURES: tuple[str, ...] = ("log_flops", "log_flops_per_layer", "log_batch", "log_intensity", "log_layers",
-                                      "log_params", "half", "transformer")
+#: hardware-free workload descriptors of the kNN space, computed by :func:`workload_features`: per-sample work,
+#: activations and shape of the model, input size and batch (the same model at another batch is a near neighbour)
+WORKLOAD_FEATURES: tuple[str, ...] = ("log_flops_per_sample", "log_batch", "log_act_per_sample", "log_layers",
+                                      "log_params", "log_input_px", "half", "transformer")
+#: further descriptors the hardware interactions use (work per kernel, arithmetic intensity of the step)
+INTERACTION_FEATURES: tuple[str, ...] = ("log_flops_per_layer", "log_intensity")
+#: every descriptor, standardised together (kNN space first)
+DESCRIPTORS: tuple[str, ...] = WORKLOAD_FEATURES + INTERACTION_FEATURES
 #: hardware features of the within-workload regression, computed by :func:`hardware_features`
 HARDWARE_FEATURES: tuple[str, ...] = ("log_peak", "log_bandwidth", "log_peak_x_kernel", "log_bandwidth_x_kernel",
                                       "log_peak_x_intensity", "log_bandwidth_x_intensity", "log_peak_x_half",
@@ -53,21 +61,25 @@ def offset_ms(rows: pd.DataFrame) -> np.ndarray:
 
 
 def workload_features(rows: pd.DataFrame) -> pd.DataFrame:
-    """Hardware-free descriptors of each row's workload (:data:`WORKLOAD_FEATURES`)."""
-    b = rows["batch_size"].to_numpy(dtype=float)
+    """Hardware-free descriptors of each row's workload (:data:`DESCRIPTORS`)."""
+    b = np.maximum(rows["batch_size"].to_numpy(dtype=float), 1.0)
     flops = np.maximum(rows["flops_train_per_batch"].to_numpy(dtype=float), 1.0)
     layers = np.maximum(rows["layers"].to_numpy(dtype=float), 1.0)
+    act = rows["act_bytes_per_sample"].to_numpy(dtype=float)
     state = (2 * rows["param_bytes"] + rows["grad_bytes"] + 2 * rows["optimizer_state_bytes"]).to_numpy(float)
-    nbytes = np.maximum(state + 2.0 * rows["act_bytes_per_sample"].to_numpy(dtype=float) * b, 1.0)
+    nbytes = np.maximum(state + 2.0 * act * b, 1.0)
     return pd.DataFrame({
-        "log_flops": np.log10(flops),
-        "log_flops_per_layer": np.log10(flops / layers),
-        "log_batch": np.log10(np.maximum(b, 1.0)),
-        "log_intensity": np.log10(flops / nbytes),
+        "log_flops_per_sample": np.log10(flops / b),
+        "log_batch": np.log10(b),
+        "log_act_per_sample": np.log10(np.maximum(act, 1.0)),
         "log_layers": np.log10(layers),
         "log_params": np.log10(np.maximum(rows["param_bytes"].to_numpy(dtype=float), 1.0)),
+        "log_input_px": np.log10(np.maximum(pd.to_numeric(rows["input_px"], errors="coerce").fillna(1).to_numpy(float),
+                                            1.0)),
         "half": rows["precision"].astype(str).ne("32").to_numpy().astype(float),
         "transformer": rows["family"].astype(str).eq("Transformer").to_numpy().astype(float),
+        "log_flops_per_layer": np.log10(flops / layers),
+        "log_intensity": np.log10(flops / nbytes),
     }, index=rows.index)
 
 
@@ -82,7 +94,7 @@ def hardware_features(rows: pd.DataFrame, wl: pd.DataFrame, wl_mean: np.ndarray,
     lb = np.log10(np.maximum(rows["memory_bandwidth_gbps"].to_numpy(dtype=float), 1e-9))
     sms = pd.to_numeric(rows["sms"], errors="coerce").to_numpy(dtype=float) if "sms" in rows.columns else np.nan
     ls = np.log10(np.where(np.asarray(sms) > 0, sms, np.nan)) * np.ones(len(rows))
-    i_k, i_i = WORKLOAD_FEATURES.index("log_flops_per_layer"), WORKLOAD_FEATURES.index("log_intensity")
+    i_k, i_i = DESCRIPTORS.index("log_flops_per_layer"), DESCRIPTORS.index("log_intensity")
     zk = (wl["log_flops_per_layer"].to_numpy() - wl_mean[i_k]) / wl_scale[i_k]
     zi = (wl["log_intensity"].to_numpy() - wl_mean[i_i]) / wl_scale[i_i]
     cols = {"log_peak": lp, "log_bandwidth": lb, "log_peak_x_kernel": lp * zk, "log_bandwidth_x_kernel": lb * zk,
@@ -113,11 +125,15 @@ def neighbour_predict(rows: pd.DataFrame, params: dict[str, Any]) -> tuple[np.nd
     """(step ms, distance to the nearest measured workload, its index) of ``rows`` for frozen ``params``."""
     wl = workload_features(rows)
     wm, ws = np.asarray(params["wl_mean"], float), np.asarray(params["wl_scale"], float)
-    z = (wl[list(WORKLOAD_FEATURES)].to_numpy(dtype=float) - wm) / ws
+    z = ((wl[list(DESCRIPTORS)].to_numpy(dtype=float) - wm) / ws)[:, :len(WORKLOAD_FEATURES)]
     names = tuple(params.get("hardware_features") or HARDWARE_SETS["peak_bandwidth"])
     h = hardware_features(rows, wl, wm, ws, names) - np.asarray(params["hw_mean"], float)
-    u, dist, nearest = neighbour_u(z, np.asarray(params["train_z"], float), np.asarray(params["train_u"], float),
-                                   int(params["k"]))
+    train_z = np.asarray(params["train_z"], float)
+    # beyond the measured range (a larger batch or model) the efficiency saturates at the range's edge: the
+    # neighbours are looked up at the clipped point, so the time keeps growing with the roofline's work
+    zc = np.clip(z, train_z.min(axis=0), train_z.max(axis=0))
+    u, _, nearest = neighbour_u(zc, train_z, np.asarray(params["train_u"], float), int(params["k"]))
+    dist = np.sqrt(((z - train_z[nearest]) ** 2).sum(axis=1))  # from the unclipped point: outside = not measured
     return offset_ms(rows) * np.exp(h @ np.asarray(params["beta"], float) + u), dist, nearest
 
 

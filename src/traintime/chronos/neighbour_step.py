@@ -24,6 +24,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 
 from traintime.chronos.efficiency_step import inner_gpu_choice
 from traintime.chronos.neighbour_frozen import (
+    DESCRIPTORS,
     HARDWARE_SETS,
     WORKLOAD_FEATURES,
     FrozenNeighbour,
@@ -75,7 +76,7 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
         w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
         wl = workload_features(rows)
         off = offset_ms(rows)
-        wv = wl[list(WORKLOAD_FEATURES)].to_numpy(dtype=float)
+        wv = wl[list(DESCRIPTORS)].to_numpy(dtype=float)
         ok = (y > 0) & np.isfinite(off) & (off > 0) & np.isfinite(wv).all(axis=1)
         if ok.sum() < 2:
             raise SchemaError(f"neighbour step model: {int(ok.sum())} usable rows, need >= 2")
@@ -104,7 +105,7 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
         lhs = np.vstack([hd * sw[:, None], np.sqrt(float(self.alpha) * 1e-3) * np.eye(k)])
         beta = np.linalg.lstsq(lhs, np.concatenate([rd * sw, np.zeros(k)]), rcond=None)[0]  # min-norm if collinear
         u = np.bincount(ids, weights=w * (r - h @ beta), minlength=n_w) / wsum
-        z = (wv - wl_mean) / wl_scale
+        z = ((wv - wl_mean) / wl_scale)[:, :len(WORKLOAD_FEATURES)]
         train_z = np.vstack([z[ids == i].mean(axis=0) for i in range(n_w)])
         first = np.unique(ids, return_index=True)[1]
         self.train_source_ = (rows["source"].astype(str).to_numpy()[first].tolist() if "source" in rows.columns
@@ -122,7 +123,7 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
         """Frozen parameters for :class:`~traintime.chronos.neighbour_frozen.FrozenNeighbour`."""
         self._check_fitted()
         return {"model": "neighbour", "k": int(self.k), "alpha": float(self.alpha), "hardware_set": self.hardware,
-                "workload_features": list(WORKLOAD_FEATURES), "hardware_features": list(self._hardware()),
+                "workload_features": list(WORKLOAD_FEATURES), "descriptors": list(DESCRIPTORS), "hardware_features": list(self._hardware()),
                 "beta": self.beta_.tolist(), "hw_mean": self.hw_mean_.tolist(), "wl_mean": self.wl_mean_.tolist(),
                 "wl_scale": self.wl_scale_.tolist(), "train_z": np.round(self.train_z_, 6).tolist(),
                 "train_u": np.round(self.train_u_, 6).tolist(), "train_source": self.train_source_, "rows": self.n_rows_,
