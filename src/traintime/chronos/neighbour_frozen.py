@@ -125,15 +125,17 @@ def neighbour_predict(rows: pd.DataFrame, params: dict[str, Any]) -> tuple[np.nd
     """(step ms, distance to the nearest measured workload, its index) of ``rows`` for frozen ``params``."""
     wl = workload_features(rows)
     wm, ws = np.asarray(params["wl_mean"], float), np.asarray(params["wl_scale"], float)
+    z_raw = ((wl[list(DESCRIPTORS)].to_numpy(dtype=float) - wm) / ws)[:, :len(WORKLOAD_FEATURES)]
+    if "desc_min" in params:  # beyond the measured range (a larger batch or model) the efficiency - neighbours and
+        # hardware interactions alike - is that of the range's edge, so the time keeps growing with the roofline's work
+        wl[list(DESCRIPTORS)] = np.clip(wl[list(DESCRIPTORS)].to_numpy(dtype=float), np.asarray(params["desc_min"]),
+                                        np.asarray(params["desc_max"]))
     z = ((wl[list(DESCRIPTORS)].to_numpy(dtype=float) - wm) / ws)[:, :len(WORKLOAD_FEATURES)]
     names = tuple(params.get("hardware_features") or HARDWARE_SETS["peak_bandwidth"])
     h = hardware_features(rows, wl, wm, ws, names) - np.asarray(params["hw_mean"], float)
     train_z = np.asarray(params["train_z"], float)
-    # beyond the measured range (a larger batch or model) the efficiency saturates at the range's edge: the
-    # neighbours are looked up at the clipped point, so the time keeps growing with the roofline's work
-    zc = np.clip(z, train_z.min(axis=0), train_z.max(axis=0))
-    u, _, nearest = neighbour_u(zc, train_z, np.asarray(params["train_u"], float), int(params["k"]))
-    dist = np.sqrt(((z - train_z[nearest]) ** 2).sum(axis=1))  # from the unclipped point: outside = not measured
+    u, _, nearest = neighbour_u(z, train_z, np.asarray(params["train_u"], float), int(params["k"]))
+    dist = np.sqrt(((z_raw - train_z[nearest]) ** 2).sum(axis=1))  # unclipped: outside the range = not measured
     return offset_ms(rows) * np.exp(h @ np.asarray(params["beta"], float) + u), dist, nearest
 
 

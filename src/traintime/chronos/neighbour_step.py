@@ -111,6 +111,7 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
         self.train_source_ = (rows["source"].astype(str).to_numpy()[first].tolist() if "source" in rows.columns
                               else [""] * n_w)
         self.beta_, self.hw_mean_, self.wl_mean_, self.wl_scale_ = beta, hw_mean, wl_mean, wl_scale
+        self.desc_min_, self.desc_max_ = wv.min(axis=0), wv.max(axis=0)
         self.train_z_, self.train_u_ = train_z, u
         self.n_rows_, self.n_workloads_ = int(len(y)), n_w
         return self
@@ -125,7 +126,8 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
         return {"model": "neighbour", "k": int(self.k), "alpha": float(self.alpha), "hardware_set": self.hardware,
                 "workload_features": list(WORKLOAD_FEATURES), "descriptors": list(DESCRIPTORS), "hardware_features": list(self._hardware()),
                 "beta": self.beta_.tolist(), "hw_mean": self.hw_mean_.tolist(), "wl_mean": self.wl_mean_.tolist(),
-                "wl_scale": self.wl_scale_.tolist(), "train_z": np.round(self.train_z_, 6).tolist(),
+                "wl_scale": self.wl_scale_.tolist(), "desc_min": self.desc_min_.tolist(),
+                "desc_max": self.desc_max_.tolist(), "train_z": np.round(self.train_z_, 6).tolist(),
                 "train_u": np.round(self.train_u_, 6).tolist(), "train_source": self.train_source_, "rows": self.n_rows_,
                 "workloads": self.n_workloads_, "trained_on": self.trained_on}
 
@@ -140,7 +142,8 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
 
     def _params(self) -> dict[str, Any]:
         return {"k": self.k, "hardware_features": self._hardware(), "beta": self.beta_, "hw_mean": self.hw_mean_, "wl_mean": self.wl_mean_,
-                "wl_scale": self.wl_scale_, "train_z": self.train_z_, "train_u": self.train_u_}
+                "wl_scale": self.wl_scale_, "desc_min": self.desc_min_, "desc_max": self.desc_max_,
+                "train_z": self.train_z_, "train_u": self.train_u_}
 
     def frozen(self) -> FrozenNeighbour:
         return FrozenNeighbour(self.to_json())
