@@ -6,8 +6,11 @@ The model (fitted by :class:`traintime.chronos.neighbour_step.NeighbourStepTime`
 ``log step_ms = log roofline_assumed + (h - h_mean) . beta + u(workload)``
 
 * ``roofline_assumed``: the roofline of :mod:`traintime.chronos.roofline_step` with its nominal constants
-  (0.40 / 0.60 / 5 us): the physics that moves the time with FLOPs, bytes, peak and bandwidth;
-* ``h``: hardware features (:data:`HARDWARE_SETS`): log10 peak GFLOP/s at the row's precision, log10
+  (0.40 / 0.60 / 5 us): the physics that moves the time with FLOPs, bytes, peak and bandwidth. The peak is the
+  FP32 one at every precision: the spec table's 16-bit column mixes tensor-core and plain rates between cards
+  (T4 8x its FP32 rate, the RTX cards 1x), so a 16-bit workload's speed-up is learnt from its measured rows (its
+  own efficiency ``u`` and the 16-bit x peak term), not read from that column;
+* ``h``: hardware features (:data:`HARDWARE_SETS`): log10 FP32 peak GFLOP/s, log10
   memory GB/s, each also times the standardised work per kernel and intensity of the workload, the peak
   times the 16-bit flag, and optionally log10 of the SM count, also times the work per kernel. ``beta`` is estimated *within* workloads (how one workload's time changes from GPU
   to GPU), so the model is log-linear - smooth - in the hardware axes: a new card moves the answer
@@ -54,8 +57,9 @@ ASSUMED = {"compute_efficiency": 0.40, "memory_efficiency": 0.60, "launch_us": 5
 
 
 def offset_ms(rows: pd.DataFrame) -> np.ndarray:
-    """The roofline with assumed constants (the physics the model corrects), ms per step."""
-    t = roofline_terms(rows, ASSUMED["launch_us"])
+    """The roofline with assumed constants (the physics the model corrects), ms per step, at the FP32 peak whatever
+    the precision (see the module doc)."""
+    t = roofline_terms(rows.assign(precision="32"), ASSUMED["launch_us"])
     return (t["launch_ms"] + np.maximum(t["compute_ms"] / ASSUMED["compute_efficiency"],
                                         t["memory_ms"] / ASSUMED["memory_efficiency"])).to_numpy()
 
@@ -88,7 +92,7 @@ def hardware_features(rows: pd.DataFrame, wl: pd.DataFrame, wl_mean: np.ndarray,
     """Hardware features ``names`` (of :data:`HARDWARE_FEATURES`) of ``rows`` (``wl``: their workload features;
     standardised with the training workloads' ``wl_mean`` / ``wl_scale`` for the interactions). A GPU without an
     SM count (column ``sms``) gets NaN in the SM features."""
-    t = roofline_terms(rows, 1.0)
+    t = roofline_terms(rows.assign(precision="32"), 1.0)  # FP32 peak (module doc)
     flops = rows["flops_train_per_batch"].to_numpy(dtype=float)
     lp = np.log10(np.maximum(flops / np.maximum(t["compute_ms"].to_numpy(), 1e-30) / 1e6, 1e-9))
     lb = np.log10(np.maximum(rows["memory_bandwidth_gbps"].to_numpy(dtype=float), 1e-9))
