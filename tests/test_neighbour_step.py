@@ -85,7 +85,8 @@ def test_frozen_json_round_trip_predicts_the_same_and_clone_keeps_params() -> No
     frozen = FrozenNeighbour(json.loads(json.dumps(m.to_json())))
     np.testing.assert_allclose(frozen.predict(test), m.predict(test), rtol=1e-5)
     assert "3 nearest measured workloads" in frozen.label and "synthetic" in frozen.label
-    assert clone(m).get_params() == {"k": 3, "alpha": 1.0, "trained_on": "synthetic", "hardware": "peak_bandwidth"}
+    assert clone(m).get_params() == {"k": 3, "alpha": 1.0, "trained_on": "synthetic", "hardware": "peak_bandwidth",
+                                     "trend": "ridge"}
 
 
 def test_unfitted_and_too_few_rows_raise_clear_errors() -> None:
@@ -138,3 +139,34 @@ def test_beyond_the_measured_batch_range_time_grows_with_the_roofline_work() -> 
     t1024, t2048 = m.predict(b1024)[0], m.predict(b2048)[0]
     assert t2048 / t1024 == pytest.approx(offset_ms(b2048)[0] / offset_ms(b1024)[0], rel=1e-6)
     assert m.distance(b2048)[0] > 0  # outside the measured range: not a measured workload
+
+
+def drifting_ms(rows: pd.DataFrame) -> np.ndarray:
+    """Known law whose per-workload efficiency drifts strongly and linearly with log FLOPs per sample (synthetic)."""
+    u = 1.5 * np.log10(rows["flops_train_per_batch"].to_numpy() / rows["batch_size"].to_numpy() / 2e9)
+    return true_ms(rows) * np.exp(u)
+
+
+def test_ridge_trend_carries_a_drift_that_plain_neighbours_miss_and_the_nested_fit_picks_it() -> None:
+    train = synthetic_rows([0, 1, 2, 4, 5, 6, 7], list(GPUS))
+    test = synthetic_rows([3], list(GPUS))  # inside the measured range, never measured
+    err = {t: np.abs(NeighbourStepTime(alpha=0.0, trend=t).fit(train, drifting_ms(train)).predict(test)
+                     / drifting_ms(test) - 1).max() for t in ("ridge", "none")}
+    assert err["ridge"] < 0.5 * err["none"], err
+    nested = NestedNeighbourStepTime(alpha=0.0, candidates=("peak_bandwidth",)).fit(train, drifting_ms(train))
+    assert nested.best_trend_ == "ridge", nested.inner_trend_mape_
+    assert nested.choice_ == "peak_bandwidth, trend ridge"
+    with pytest.raises(SchemaError, match="trend 'linear'"):
+        NeighbourStepTime(trend="linear").fit(train, drifting_ms(train))
+
+
+def test_frozen_file_without_trend_or_knn_features_still_predicts() -> None:
+    train = synthetic_rows([0, 1, 2, 4, 5], list(GPUS))
+    m = NeighbourStepTime(trend="none").fit(train, true_ms(train))
+    old = {k: v for k, v in m.to_json().items() if k not in ("trend", "trend_coef", "knn_features")}
+    n_old = len(workload_features(train).columns) - 2  # files before the trend: kNN on the first 8 descriptors
+    old["train_z"] = [z[:n_old] for z in old["train_z"]]
+    frozen = FrozenNeighbour(old)
+    seen, unseen = synthetic_rows([4], list(GPUS)), synthetic_rows([3], list(GPUS))
+    np.testing.assert_allclose(frozen.predict(seen), m.predict(seen), rtol=1e-9)  # a measured workload: its own u
+    assert np.isfinite(frozen.predict(unseen)).all() and (frozen.distance(unseen) > 0).all()

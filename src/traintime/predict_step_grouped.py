@@ -132,7 +132,8 @@ def grouped_predictions(data: pd.DataFrame, calibration: dict[str, Any] | None,
                     methods[name] = m.predict(data.iloc[idx])
                     if hasattr(m, "best_"):
                         per = choices.setdefault(name, {}).setdefault(proto, {})
-                        per[m.best_] = per.get(m.best_, 0) + 1
+                        label = getattr(m, "choice_", m.best_)
+                        per[label] = per.get(label, 0) + 1
                 if external or proto == "chronos LOGO":  # on the trace folds it equals the external fit (no trace rows)
                     methods[f"{name}_chronos_only"] = make().fit(data[only_ch], y[only_ch]).predict(data.iloc[idx])
             methods["roofline_calibrated"] = chronos_logo[idx] if proto == "chronos LOGO" else calibrated[idx]

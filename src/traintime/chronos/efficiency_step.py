@@ -132,15 +132,16 @@ class EfficiencyStepTime(RegressorMixin, BaseEstimator):
         return FrozenEfficiency(self.to_json())
 
 
-def inner_gpu_choice(make: Callable[[str], Any], candidates: tuple[str, ...], inner_splits: int, rows: pd.DataFrame,
-                     y: np.ndarray, sample_weight: Any = None) -> tuple[str, dict[str, float]]:
+def inner_group_choice(make: Callable[[str], Any], candidates: tuple[str, ...], inner_splits: int, rows: pd.DataFrame,
+                       y: np.ndarray, sample_weight: Any = None, group: str = "gpu") -> tuple[str, dict[str, float]]:
     """(chosen candidate, inner weighted MAPE % per candidate): each candidate estimator ``make(candidate)`` is scored
-    by ``GroupKFold`` by GPU (``inner_splits`` folds, at most the number of GPUs; deterministic) on ``rows`` only;
-    the lowest weighted mean absolute percentage error wins (the last candidate when none can be scored)."""
+    by ``GroupKFold`` by the ``group`` column (``inner_splits`` folds, at most the number of groups; deterministic) on
+    ``rows`` only; the lowest weighted mean absolute percentage error wins (the last candidate when none can be
+    scored)."""
     from sklearn.model_selection import GroupKFold
 
     w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
-    groups = rows["gpu"].astype(str).to_numpy()
+    groups = rows[group].astype(str).to_numpy()
     k = min(int(inner_splits), len(np.unique(groups)))
     scores: dict[str, float] = {}
     for cand in candidates:
@@ -179,7 +180,7 @@ class NestedEfficiencyStepTime(RegressorMixin, BaseEstimator):
 
     def fit(self, rows: pd.DataFrame, y_ms: Any, sample_weight: Any = None) -> NestedEfficiencyStepTime:
         y = np.asarray(y_ms, dtype=float)
-        self.best_, self.inner_mape_ = inner_gpu_choice(
+        self.best_, self.inner_mape_ = inner_group_choice(
             lambda cand: EfficiencyStepTime(alpha=self.alpha, features=cand), self.candidates, self.inner_splits,
             rows, y, sample_weight)
         self.model_ = EfficiencyStepTime(alpha=self.alpha, trained_on=self.trained_on, features=self.best_)

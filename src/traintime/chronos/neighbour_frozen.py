@@ -16,13 +16,16 @@ The model (fitted by :class:`traintime.chronos.neighbour_step.NeighbourStepTime`
   to GPU), so the model is log-linear - smooth - in the hardware axes: a new card moves the answer
   continuously instead of jumping a tier as tree splits on spec values do;
 * ``u``: the workload's own log efficiency relative to that physics, the mean residual of its measured rows.
-  A workload that was measured on some GPU uses its own ``u``; any other workload takes the distance-weighted
-  mean ``u`` of its ``k`` nearest measured workloads in the standardised hardware-free descriptors of
-  :data:`WORKLOAD_FEATURES` (FLOPs and activations per sample, batch, depth, parameters, input size, 16-bit,
-  transformer: the same model at another batch is a near neighbour), looked up at the descriptors clipped to the measured range (outside it - a larger batch or
-  model than any measured - the efficiency stays that of the range's edge, and the time grows with the
-  roofline's work). The distance to the nearest measured workload says how far the answer is from anything
-  measured.
+  A workload that was measured on some GPU uses its own ``u``; any other workload takes ``trend(z)`` plus the
+  distance-weighted mean residual ``u - trend`` of its ``k`` nearest measured workloads, ``z`` being its standardised
+  hardware-free descriptors (:data:`DESCRIPTORS`: FLOPs, activations and work per layer per sample, batch, depth,
+  parameters, input size, arithmetic intensity, 16-bit, transformer: the same model at another batch is a near
+  neighbour). ``trend`` is a ridge regression of the measured workloads' ``u`` on ``z`` (the global drift of
+  efficiency with, say, intensity or depth, which neighbours alone miss for a model unlike any measured one), or
+  zero (plain kNN; frozen files written before the trend existed). Both are looked up at the descriptors clipped to
+  the measured range (outside it - a larger batch or model than any measured - the efficiency stays that of the
+  range's edge, and the time grows with the roofline's work). The distance to the nearest measured workload says
+  how far the answer is from anything measured.
 """
 
 from __future__ import annotations
@@ -34,13 +37,13 @@ import pandas as pd
 
 from traintime.chronos.roofline_frozen import roofline_terms
 
-#: hardware-free workload descriptors of the kNN space, computed by :func:`workload_features`: per-sample work,
-#: activations and shape of the model, input size and batch (the same model at another batch is a near neighbour)
+#: hardware-free workload descriptors computed by :func:`workload_features`: per-sample work, activations and shape of
+#: the model, input size and batch (the kNN space of frozen files that name no ``knn_features``)
 WORKLOAD_FEATURES: tuple[str, ...] = ("log_flops_per_sample", "log_batch", "log_act_per_sample", "log_layers",
                                       "log_params", "log_input_px", "half", "transformer")
 #: further descriptors the hardware interactions use (work per kernel, arithmetic intensity of the step)
 INTERACTION_FEATURES: tuple[str, ...] = ("log_flops_per_layer", "log_intensity")
-#: every descriptor, standardised together (kNN space first)
+#: every descriptor, standardised together: the kNN and trend space (:data:`WORKLOAD_FEATURES` first)
 DESCRIPTORS: tuple[str, ...] = WORKLOAD_FEATURES + INTERACTION_FEATURES
 #: hardware features of the within-workload regression, computed by :func:`hardware_features`
 HARDWARE_FEATURES: tuple[str, ...] = ("log_peak", "log_bandwidth", "log_peak_x_kernel", "log_bandwidth_x_kernel",
@@ -125,22 +128,33 @@ def neighbour_u(z: np.ndarray, train_z: np.ndarray, train_u: np.ndarray,
     return u[inv], dn[inv, 0], near[inv, 0]
 
 
+def workload_trend(z: np.ndarray, coef: Any) -> np.ndarray:
+    """The ridge trend ``c0 + z . c`` of the log efficiency at standardised descriptors ``z`` (zero for ``coef`` None)."""
+    if coef is None:
+        return np.zeros(len(z))
+    c = np.asarray(coef, dtype=float)
+    return c[0] + z @ c[1:]
+
+
 def neighbour_predict(rows: pd.DataFrame, params: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(step ms, distance to the nearest measured workload, its index) of ``rows`` for frozen ``params``."""
     wl = workload_features(rows)
     wm, ws = np.asarray(params["wl_mean"], float), np.asarray(params["wl_scale"], float)
-    z_raw = ((wl[list(DESCRIPTORS)].to_numpy(dtype=float) - wm) / ws)[:, :len(WORKLOAD_FEATURES)]
-    if "desc_min" in params:  # beyond the measured range (a larger batch or model) the efficiency - neighbours and
-        # hardware interactions alike - is that of the range's edge, so the time keeps growing with the roofline's work
+    nd = len(params.get("knn_features") or WORKLOAD_FEATURES)  # kNN / trend space: the first nd descriptors
+    z_raw = ((wl[list(DESCRIPTORS)].to_numpy(dtype=float) - wm) / ws)[:, :nd]
+    if "desc_min" in params:  # beyond the measured range (a larger batch or model) the efficiency - neighbours, trend
+        # and hardware interactions alike - is that of the range's edge, so the time keeps growing with the roofline's work
         wl[list(DESCRIPTORS)] = np.clip(wl[list(DESCRIPTORS)].to_numpy(dtype=float), np.asarray(params["desc_min"]),
                                         np.asarray(params["desc_max"]))
-    z = ((wl[list(DESCRIPTORS)].to_numpy(dtype=float) - wm) / ws)[:, :len(WORKLOAD_FEATURES)]
+    z = ((wl[list(DESCRIPTORS)].to_numpy(dtype=float) - wm) / ws)[:, :nd]
     names = tuple(params.get("hardware_features") or HARDWARE_SETS["peak_bandwidth"])
     h = hardware_features(rows, wl, wm, ws, names) - np.asarray(params["hw_mean"], float)
     train_z = np.asarray(params["train_z"], float)
-    u, _, nearest = neighbour_u(z, train_z, np.asarray(params["train_u"], float), int(params["k"]))
+    coef = params.get("trend_coef")
+    residual = np.asarray(params["train_u"], float) - workload_trend(train_z, coef)
+    r, _, nearest = neighbour_u(z, train_z, residual, int(params["k"]))
     dist = np.sqrt(((z_raw - train_z[nearest]) ** 2).sum(axis=1))  # unclipped: outside the range = not measured
-    return offset_ms(rows) * np.exp(h @ np.asarray(params["beta"], float) + u), dist, nearest
+    return offset_ms(rows) * np.exp(h @ np.asarray(params["beta"], float) + workload_trend(z, coef) + r), dist, nearest
 
 
 class FrozenNeighbour:
@@ -154,7 +168,8 @@ class FrozenNeighbour:
 
     @property
     def label(self) -> str:
-        return (f"roofline x efficiency of the {self.params['k']} nearest measured workloads, log-linear in GPU "
+        trend = " (ridge trend + neighbours' residuals)" if self.params.get("trend_coef") is not None else ""
+        return (f"roofline x efficiency of the {self.params['k']} nearest measured workloads{trend}, log-linear in GPU "
                 f"peak / bandwidth ({self.params.get('trained_on', 'fitted')})")
 
     def predict(self, rows: pd.DataFrame) -> np.ndarray:
@@ -166,8 +181,11 @@ class FrozenNeighbour:
 
     def nearest_source(self, rows: pd.DataFrame) -> np.ndarray:
         """Data source (``traces`` / ``chronos``; ``""`` when not recorded) of each row's nearest measured workload."""
+        return self._sources(neighbour_predict(rows, self.params)[2])
+
+    def _sources(self, nearest: np.ndarray) -> np.ndarray:
         src = np.asarray(self.params.get("train_source") or [""] * len(self.params["train_u"]), dtype=object)
-        return src[neighbour_predict(rows, self.params)[2]]
+        return src[nearest]
 
     def step_log_halfwidth(self, rows: pd.DataFrame, coverage: float) -> float:
         """Split-conformal log half-width for ``rows`` (one workload). A workload never measured (distance > 0) takes
@@ -177,11 +195,11 @@ class FrozenNeighbour:
         conf = self.params.get("conformal", {})
         if abs(float(conf.get("coverage", -1)) - coverage) > 1e-9 or not len(rows):
             return float("nan")
-        _, dist, _ = neighbour_predict(rows.iloc[:1], self.params)
+        _, dist, nearest = neighbour_predict(rows.iloc[:1], self.params)
         if dist[0] > 1e-6 and "unseen_workload" in conf:  # never measured: the leave-one-model-out residuals
             return float(conf["unseen_workload"]["step_log_halfwidth"])
         by = conf.get("by_source", {})
-        src = str(self.nearest_source(rows.iloc[:1])[0])
+        src = str(self._sources(nearest)[0])
         return float(by[src]["step_log_halfwidth"] if src in by else conf["step_log_halfwidth"])
 
 

@@ -7,10 +7,14 @@
    and its specs: model, input size, batch, precision, FLOPs, bytes, layers);
 2. ``beta``: weighted ridge regression (strength ``alpha``) of ``r`` on the centred hardware features after
    removing each workload's mean from both sides - only how a workload's time changes between GPUs informs it;
-3. ``u`` of each workload: the weighted mean of ``r - h . beta`` over its rows.
+3. ``u`` of each workload: the weighted mean of ``r - h . beta`` over its rows;
+4. ``trend`` (``trend="ridge"``): ridge regression (strength 1 in standardised descriptor units, workloads weighted by
+   their rows' weights) of ``u`` on the standardised descriptors; a workload never measured takes the trend plus the
+   kNN mean of the measured workloads' residuals ``u - trend`` (``trend="none"``: plain kNN of ``u``).
 
 ``k`` and ``alpha`` are fixed a priori; :class:`NestedNeighbourStepTime` chooses the hardware feature set (with or
-without the SM count) by inner grouped CV on its training rows only. Every fit is deterministic. :meth:`NeighbourStepTime.to_json` freezes it for
+without the SM count) by inner folds by GPU and the trend (ridge or none) by inner folds by model, on its training
+rows only. Every fit is deterministic. :meth:`NeighbourStepTime.to_json` freezes it for
 ``traintime predict`` (numpy-only prediction).
 """
 
@@ -22,11 +26,10 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, RegressorMixin
 
-from traintime.chronos.efficiency_step import inner_gpu_choice
+from traintime.chronos.efficiency_step import inner_group_choice
 from traintime.chronos.neighbour_frozen import (
     DESCRIPTORS,
     HARDWARE_SETS,
-    WORKLOAD_FEATURES,
     FrozenNeighbour,
     hardware_features,
     neighbour_predict,
@@ -45,6 +48,15 @@ def workload_ids(rows: pd.DataFrame) -> np.ndarray:
     return rows.groupby(list(WORKLOAD_KEY), sort=True, dropna=False).ngroup().to_numpy()
 
 
+def _ridge_trend(z: np.ndarray, u: np.ndarray, weight: np.ndarray, strength: float = 1.0) -> np.ndarray:
+    """Coefficients ``[c0, c...]`` of the weighted ridge regression of ``u`` on ``z`` (intercept not penalised)."""
+    x = np.column_stack([np.ones(len(z)), z])
+    w = weight / weight.sum() * len(weight)
+    pen = strength * np.eye(x.shape[1])
+    pen[0, 0] = 0.0
+    return np.linalg.solve(x.T @ (w[:, None] * x) + pen, x.T @ (w * u))
+
+
 class NeighbourStepTime(RegressorMixin, BaseEstimator):
     """Roofline x the efficiency of the nearest measured workloads, log-linear in the GPU specs (module doc).
 
@@ -55,13 +67,17 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
         the weighted within-workload covariance of the hardware features; 0 = least squares, minimum norm).
     trained_on : free text naming the training data (kept in the frozen JSON and the output label).
     hardware : name of the hardware feature set (:data:`~traintime.chronos.neighbour_frozen.HARDWARE_SETS`).
+    trend : ``"ridge"`` (a ridge trend of the workload efficiency in the descriptors, kNN on its residuals) or
+        ``"none"`` (plain kNN); see the module doc.
     """
 
-    def __init__(self, k: int = 5, alpha: float = 1.0, trained_on: str = "", hardware: str = "peak_bandwidth") -> None:
+    def __init__(self, k: int = 5, alpha: float = 1.0, trained_on: str = "", hardware: str = "peak_bandwidth",
+                 trend: str = "ridge") -> None:
         self.k = k
         self.alpha = alpha
         self.trained_on = trained_on
         self.hardware = hardware
+        self.trend = trend
 
     def _hardware(self) -> tuple[str, ...]:
         if self.hardware not in HARDWARE_SETS:
@@ -70,6 +86,8 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
         return HARDWARE_SETS[self.hardware]
 
     def fit(self, rows: pd.DataFrame, y_ms: Any, sample_weight: Any = None) -> NeighbourStepTime:
+        if self.trend not in ("ridge", "none"):
+            raise SchemaError(f"neighbour model: trend {self.trend!r} is unknown (use ridge or none)")
         y = np.asarray(y_ms, dtype=float)
         if len(y) != len(rows):
             raise SchemaError(f"step rows ({len(rows)}) and measured times ({len(y)}) differ in length")
@@ -105,8 +123,9 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
         lhs = np.vstack([hd * sw[:, None], np.sqrt(float(self.alpha) * 1e-3) * np.eye(k)])
         beta = np.linalg.lstsq(lhs, np.concatenate([rd * sw, np.zeros(k)]), rcond=None)[0]  # min-norm if collinear
         u = np.bincount(ids, weights=w * (r - h @ beta), minlength=n_w) / wsum
-        z = ((wv - wl_mean) / wl_scale)[:, :len(WORKLOAD_FEATURES)]
+        z = (wv - wl_mean) / wl_scale
         train_z = np.vstack([z[ids == i].mean(axis=0) for i in range(n_w)])
+        self.trend_coef_ = _ridge_trend(train_z, u, wsum) if self.trend == "ridge" else None
         first = np.unique(ids, return_index=True)[1]
         self.train_source_ = (rows["source"].astype(str).to_numpy()[first].tolist() if "source" in rows.columns
                               else [""] * n_w)
@@ -121,49 +140,49 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
             raise SchemaError("NeighbourStepTime is not fitted: call fit() first")
 
     def to_json(self) -> dict[str, Any]:
-        """Frozen parameters for :class:`~traintime.chronos.neighbour_frozen.FrozenNeighbour`."""
+        """Frozen parameters for :class:`~traintime.chronos.neighbour_frozen.FrozenNeighbour` (also what
+        :meth:`predict` uses, so the fitted and the frozen model answer alike)."""
         self._check_fitted()
         return {"model": "neighbour", "k": int(self.k), "alpha": float(self.alpha), "hardware_set": self.hardware,
-                "workload_features": list(WORKLOAD_FEATURES), "descriptors": list(DESCRIPTORS), "hardware_features": list(self._hardware()),
-                "beta": self.beta_.tolist(), "hw_mean": self.hw_mean_.tolist(), "wl_mean": self.wl_mean_.tolist(),
-                "wl_scale": self.wl_scale_.tolist(), "desc_min": self.desc_min_.tolist(),
-                "desc_max": self.desc_max_.tolist(), "train_z": np.round(self.train_z_, 6).tolist(),
-                "train_u": np.round(self.train_u_, 6).tolist(), "train_source": self.train_source_, "rows": self.n_rows_,
-                "workloads": self.n_workloads_, "trained_on": self.trained_on}
+                "trend": self.trend, "knn_features": list(DESCRIPTORS), "descriptors": list(DESCRIPTORS),
+                "hardware_features": list(self._hardware()), "beta": self.beta_.tolist(), "hw_mean": self.hw_mean_.tolist(),
+                "wl_mean": self.wl_mean_.tolist(), "wl_scale": self.wl_scale_.tolist(), "desc_min": self.desc_min_.tolist(),
+                "desc_max": self.desc_max_.tolist(), "train_z": self.train_z_.tolist(),
+                "train_u": self.train_u_.tolist(),
+                "trend_coef": None if self.trend_coef_ is None else self.trend_coef_.tolist(),
+                "train_source": self.train_source_, "rows": self.n_rows_, "workloads": self.n_workloads_,
+                "trained_on": self.trained_on}
 
     def predict(self, rows: pd.DataFrame) -> np.ndarray:
-        self._check_fitted()
-        return neighbour_predict(rows, self._params())[0]
+        return neighbour_predict(rows, self.to_json())[0]
 
     def distance(self, rows: pd.DataFrame) -> np.ndarray:
         """Distance from each row's workload to the nearest measured workload (standardised descriptor units)."""
-        self._check_fitted()
-        return neighbour_predict(rows, self._params())[1]
-
-    def _params(self) -> dict[str, Any]:
-        return {"k": self.k, "hardware_features": self._hardware(), "beta": self.beta_, "hw_mean": self.hw_mean_, "wl_mean": self.wl_mean_,
-                "wl_scale": self.wl_scale_, "desc_min": self.desc_min_, "desc_max": self.desc_max_,
-                "train_z": self.train_z_, "train_u": self.train_u_}
+        return neighbour_predict(rows, self.to_json())[1]
 
     def frozen(self) -> FrozenNeighbour:
         return FrozenNeighbour(self.to_json())
 
 
 class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
-    """:class:`NeighbourStepTime` whose hardware feature set is chosen *inside* ``fit`` by inner ``GroupKFold`` by
-    GPU on the training rows only (:func:`~traintime.chronos.efficiency_step.inner_gpu_choice`), then refitted on
-    all of them: an outer fold's test rows never take part in the choice.
+    """:class:`NeighbourStepTime` whose settings are chosen *inside* ``fit`` on the training rows only
+    (:func:`~traintime.chronos.efficiency_step.inner_group_choice`), then refitted on all of them: the hardware
+    feature set by inner ``GroupKFold`` by GPU (what moves a time between GPUs), then the trend by inner
+    ``GroupKFold`` by model (what a model nobody measured gets). An outer fold's test rows never take part.
 
     Parameters
     ----------
     candidates : hardware feature sets tried (:data:`~traintime.chronos.neighbour_frozen.HARDWARE_SETS`).
-    inner_splits : inner folds (at most the number of training GPUs).
+    trends : trends tried (``ridge``, ``none``; :class:`NeighbourStepTime`).
+    inner_splits : inner folds (at most the number of training GPUs / models).
     k, alpha, trained_on : passed to :class:`NeighbourStepTime`.
     """
 
-    def __init__(self, candidates: tuple[str, ...] = ("peak_bandwidth", "peak_bandwidth_sms"), inner_splits: int = 3,
-                 k: int = 5, alpha: float = 1.0, trained_on: str = "") -> None:
+    def __init__(self, candidates: tuple[str, ...] = ("peak_bandwidth", "peak_bandwidth_sms"),
+                 trends: tuple[str, ...] = ("ridge", "none"), inner_splits: int = 3, k: int = 5, alpha: float = 1.0,
+                 trained_on: str = "") -> None:
         self.candidates = candidates
+        self.trends = trends
         self.inner_splits = inner_splits
         self.k = k
         self.alpha = alpha
@@ -171,12 +190,21 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
 
     def fit(self, rows: pd.DataFrame, y_ms: Any, sample_weight: Any = None) -> NestedNeighbourStepTime:
         y = np.asarray(y_ms, dtype=float)
-        self.best_, self.inner_mape_ = inner_gpu_choice(
+        self.best_, self.inner_mape_ = inner_group_choice(
             lambda cand: NeighbourStepTime(k=self.k, alpha=self.alpha, hardware=cand), self.candidates,
-            self.inner_splits, rows, y, sample_weight)
-        self.model_ = NeighbourStepTime(k=self.k, alpha=self.alpha, trained_on=self.trained_on, hardware=self.best_)
+            self.inner_splits, rows, y, sample_weight, group="gpu")
+        self.best_trend_, self.inner_trend_mape_ = inner_group_choice(
+            lambda t: NeighbourStepTime(k=self.k, alpha=self.alpha, hardware=self.best_, trend=t), self.trends,
+            self.inner_splits, rows, y, sample_weight, group="model")
+        self.model_ = NeighbourStepTime(k=self.k, alpha=self.alpha, trained_on=self.trained_on, hardware=self.best_,
+                                        trend=self.best_trend_)
         self.model_.fit(rows, y, sample_weight)
         return self
+
+    @property
+    def choice_(self) -> str:
+        """The inner folds' choice, e.g. ``peak_bandwidth, trend ridge``."""
+        return f"{self.best_}, trend {self.best_trend_}"
 
     def predict(self, rows: pd.DataFrame) -> np.ndarray:
         if not hasattr(self, "model_"):
@@ -184,5 +212,6 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
         return self.model_.predict(rows)
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.model_.to_json(), "selection": {"inner_splits": self.inner_splits, "by": "GroupKFold by GPU",
-                                                       "inner_weighted_mape_pct": self.inner_mape_}}
+        return {**self.model_.to_json(), "selection": {
+            "inner_splits": self.inner_splits, "by": "GroupKFold by GPU (hardware set), then by model (trend)",
+            "inner_weighted_mape_pct": self.inner_mape_, "inner_trend_weighted_mape_pct": self.inner_trend_mape_}}
