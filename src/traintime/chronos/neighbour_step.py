@@ -10,7 +10,8 @@
 3. ``u`` of each workload: the weighted mean of ``r - h . beta`` over its rows.
 
 ``k`` and ``alpha`` are fixed a priori; :class:`NestedNeighbourStepTime` chooses the hardware feature set (with or
-without the SM count) by inner grouped CV on its training rows only. Every fit is deterministic. :meth:`NeighbourStepTime.to_json` freezes it for
+without the SM count and the L2 cache size) by inner grouped CV on its training rows only. Rows whose GPU lacks a
+spec the chosen set uses (``sms``, ``l2_mb``: NaN) are left out of that set's fit only. Every fit is deterministic. :meth:`NeighbourStepTime.to_json` freezes it for
 ``traintime predict`` (numpy-only prediction).
 """
 
@@ -31,6 +32,7 @@ from traintime.chronos.neighbour_frozen import (
     hardware_features,
     neighbour_predict,
     offset_ms,
+    spec_known,
     workload_features,
 )
 from traintime.core.errors import SchemaError
@@ -86,6 +88,9 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
         wl_scale[wl_scale < 1e-9] = 1.0
         h = hardware_features(rows, wl, wl_mean, wl_scale, self._hardware())
         ok_h = np.isfinite(h).all(axis=1)
+        if ok_h.sum() < 2:
+            raise SchemaError(f"neighbour step model: {int(ok_h.sum())} usable rows have the GPU specs of hardware "
+                              f"set {self.hardware!r}, need >= 2")
         if not ok_h.all():
             rows, wl, wv, y, w, off, h = rows[ok_h], wl[ok_h], wv[ok_h], y[ok_h], w[ok_h], off[ok_h], h[ok_h]
         hw_mean = np.average(h, axis=0, weights=w)
@@ -152,7 +157,9 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
 class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
     """:class:`NeighbourStepTime` whose hardware feature set is chosen *inside* ``fit`` by inner ``GroupKFold`` by
     GPU on the training rows only (:func:`~traintime.chronos.efficiency_step.inner_gpu_choice`), then refitted on
-    all of them: an outer fold's test rows never take part in the choice.
+    all of them: an outer fold's test rows never take part in the choice. A candidate is tried only when every
+    training row has the GPU specs it uses (:func:`~traintime.chronos.neighbour_frozen.spec_known`), so all
+    candidates are scored on the same inner rows; the first candidate is always tried.
 
     Parameters
     ----------
@@ -161,7 +168,8 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
     k, alpha, trained_on : passed to :class:`NeighbourStepTime`.
     """
 
-    def __init__(self, candidates: tuple[str, ...] = ("peak_bandwidth", "peak_bandwidth_sms"), inner_splits: int = 3,
+    def __init__(self, candidates: tuple[str, ...] = ("peak_bandwidth", "peak_bandwidth_sms", "peak_bandwidth_l2",
+                                                      "peak_bandwidth_sms_l2"), inner_splits: int = 3,
                  k: int = 5, alpha: float = 1.0, trained_on: str = "") -> None:
         self.candidates = candidates
         self.inner_splits = inner_splits
@@ -171,8 +179,10 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
 
     def fit(self, rows: pd.DataFrame, y_ms: Any, sample_weight: Any = None) -> NestedNeighbourStepTime:
         y = np.asarray(y_ms, dtype=float)
+        tried = tuple(c for i, c in enumerate(self.candidates)
+                      if i == 0 or spec_known(rows, HARDWARE_SETS.get(c, ())).all())
         self.best_, self.inner_mape_ = inner_gpu_choice(
-            lambda cand: NeighbourStepTime(k=self.k, alpha=self.alpha, hardware=cand), self.candidates,
+            lambda cand: NeighbourStepTime(k=self.k, alpha=self.alpha, hardware=cand), tried,
             self.inner_splits, rows, y, sample_weight)
         self.model_ = NeighbourStepTime(k=self.k, alpha=self.alpha, trained_on=self.trained_on, hardware=self.best_)
         self.model_.fit(rows, y, sample_weight)
