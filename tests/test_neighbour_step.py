@@ -170,3 +170,50 @@ def test_frozen_file_without_trend_or_knn_features_still_predicts() -> None:
     seen, unseen = synthetic_rows([4], list(GPUS)), synthetic_rows([3], list(GPUS))
     np.testing.assert_allclose(frozen.predict(seen), m.predict(seen), rtol=1e-9)  # a measured workload: its own u
     assert np.isfinite(frozen.predict(unseen)).all() and (frozen.distance(unseen) > 0).all()
+
+
+L2_MB = {"A": 4.0, "B": 48.0, "C": 6.0, "D": 64.0, "E": 24.0, "F": 96.0}  # synthetic, not collinear with the rest
+
+
+def with_l2(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with the synthetic L2 sizes of :data:`L2_MB` (column ``l2_mb``, as the step rows carry it)."""
+    return rows.assign(l2_mb=rows["gpu"].map(L2_MB).astype(float))
+
+
+def test_nested_choice_takes_the_l2_size_when_the_law_needs_it_and_rows_without_it_only_leave_that_set() -> None:
+    rows = with_l2(synthetic_rows(list(range(6)), list(GPUS)))
+    y = true_ms(rows) * (rows["l2_mb"].to_numpy() / 16.0) ** -0.2  # a larger L2, faster, beyond peak / bandwidth / SMs
+    m = NestedNeighbourStepTime(alpha=0.0).fit(rows, y)
+    assert m.best_ in ("peak_bandwidth_l2", "peak_bandwidth_sms_l2"), m.inner_mape_
+    assert set(m.inner_mape_) == {"peak_bandwidth", "peak_bandwidth_sms", "peak_bandwidth_l2", "peak_bandwidth_sms_l2"}
+    assert "log_l2" in m.to_json()["hardware_features"]
+    unseen = with_l2(synthetic_rows(list(range(6)), ["D"]))
+    held = NestedNeighbourStepTime(alpha=0.0).fit(rows[rows["gpu"] != "D"], y[(rows["gpu"] != "D").to_numpy()])
+    assert held.best_.endswith("_l2")
+    truth = true_ms(unseen) * (64.0 / 16.0) ** -0.2
+    np.testing.assert_allclose(held.predict(unseen), truth, rtol=1e-6)
+    # a GPU without an L2 size: left out of an L2 set's fit, NaN from it, never from the sets without L2
+    gap = rows.assign(l2_mb=np.where(rows["gpu"] == "F", np.nan, rows["l2_mb"]))
+    l2 = NeighbourStepTime(alpha=0.0, hardware="peak_bandwidth_l2").fit(gap, y)
+    assert l2.n_rows_ == int((gap["gpu"] != "F").sum())
+    assert np.isnan(l2.predict(gap[gap["gpu"] == "F"])).all()
+    assert NeighbourStepTime(alpha=0.0).fit(gap, y).n_rows_ == len(gap)
+    nested = NestedNeighbourStepTime(alpha=0.0).fit(gap, y)  # not every training GPU has it: L2 sets not tried
+    assert set(nested.inner_mape_) == {"peak_bandwidth", "peak_bandwidth_sms"}
+    with pytest.raises(SchemaError, match="hardware set 'peak_bandwidth_l2'"):
+        NeighbourStepTime(hardware="peak_bandwidth_l2").fit(synthetic_rows(list(range(2)), ["A", "B"]),
+                                                            true_ms(synthetic_rows(list(range(2)), ["A", "B"])))
+
+
+def test_frozen_json_of_an_older_release_still_predicts_on_rows_with_and_without_l2() -> None:
+    train = synthetic_rows([0, 1, 2, 4], list(GPUS))
+    test = synthetic_rows([3, 5], list(GPUS))
+    for hw in ("peak_bandwidth", "peak_bandwidth_sms"):
+        m = NeighbourStepTime(k=3, hardware=hw).fit(train, true_ms(train))
+        old = {k: v for k, v in m.to_json().items() if k != "hardware_set"}  # as written before the L2 sets
+        frozen = FrozenNeighbour(json.loads(json.dumps(old)))
+        np.testing.assert_allclose(frozen.predict(test), m.predict(test), rtol=1e-5)
+        np.testing.assert_allclose(frozen.predict(with_l2(test)), m.predict(test), rtol=1e-5)
+    m = NeighbourStepTime(k=3).fit(train, true_ms(train))
+    oldest = {k: v for k, v in m.to_json().items() if k not in ("hardware_set", "hardware_features")}
+    np.testing.assert_allclose(FrozenNeighbour(oldest).predict(with_l2(test)), m.predict(test), rtol=1e-5)

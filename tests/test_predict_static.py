@@ -91,3 +91,16 @@ def test_a_step_model_fitted_on_the_traces_too_widens_the_checked_input_range(tm
     big = make_workload("resnet18", 64, input_size=512, num_classes=10)
     warns = training_range_warnings(big, tmp_path, with_traces=True)
     assert any("32-224 px of CNN rows and the consumer-GPU traces" in x for x in warns)
+
+
+def test_step_rows_carry_the_optional_specs_of_the_neighbour_hardware_term() -> None:
+    from traintime.chronos.roofline_calibration import iteration_step_rows
+
+    rows = step_rows(make_workload("resnet18", 32, dataset="cifar10"), gpu_rows(["T4", "RTX-4090"]))
+    assert rows.set_index("gpu")[["sms", "l2_mb"]].to_dict("index") == {"T4": {"sms": 40, "l2_mb": 4.0},
+                                                                      "RTX-4090": {"sms": 128, "l2_mb": 72.0}}
+    it = pd.DataFrame({"gpu": ["T4"], "status": ["ok"], "compute_time_ms": [10.0], "precision_bits": [32],
+                       "flops_train_per_batch": [1e9], "param_bytes": [1e6], "optimizer_state_bytes": [0.0],
+                       "model": ["m"], "family": ["CNN"], "batch_size": [8], "input_px": [32],
+                       "act_bytes_per_sample_proxy": [1e5]})
+    assert iteration_step_rows(it, gpu_rows(["T4"]))["l2_mb"].tolist() == [4.0]

@@ -236,7 +236,8 @@ def step_rows(w: Workload, gpus: pd.DataFrame, model_kwargs: dict[str, Any] | No
     f = static_features(w, model_kwargs)
     base = {"model": w.model, "family": w.family, "input_px": w.input_px, "batch_size": w.batch_size,
             "precision": w.precision, "num_classes": w.num_classes, "optimizer": w.optimizer, **f}
-    spec_cols = ["gpu", "fp32_gflops", "fp16_gflops", "memory_bandwidth_gbps"] + [c for c in ("sms",) if c in gpus.columns]
+    spec_cols = ["gpu", "fp32_gflops", "fp16_gflops", "memory_bandwidth_gbps"] + [c for c in ("sms", "l2_mb")
+                                                                                  if c in gpus.columns]
     rows = gpus[spec_cols].copy().reset_index(drop=True)
     for k, v in base.items():
         rows[k] = v

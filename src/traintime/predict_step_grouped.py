@@ -16,7 +16,7 @@ Methods
     the CHRONOS part of the training fold only; run on CHRONOS LOGO and the external check, since on the other
     trace folds its training data, all of CHRONOS, is that of the external check), ``neighbour`` and
     ``neighbour_chronos_only`` (:class:`traintime.chronos.neighbour_step.NestedNeighbourStepTime`, the same way; its
-    hardware feature set, with or without the SM count, chosen by the same inner CV), ``roofline_calibrated`` (per-family
+    hardware feature set, with or without the SM count and the L2 cache size, chosen by the same inner CV), ``roofline_calibrated`` (per-family
     constants fitted on CHRONOS; on CHRONOS LOGO refitted without the held-out GPU; on the trace protocols the
     saved calibration, which never saw a trace) and ``roofline_assumed`` (constants 0.40 / 0.60 / 5 us, nothing fitted).
 Metrics
@@ -62,7 +62,7 @@ def both_sources(trace_rows: pd.DataFrame, chronos_rows: pd.DataFrame) -> pd.Dat
     c = chronos_rows.assign(source="chronos")
     cols = ["source", "model", "family", "input_px", "batch_size", "precision", "gpu", "flops_train_per_batch",
             "param_bytes", "grad_bytes", "optimizer_state_bytes", "act_bytes_per_sample", "layers",
-            "fp32_gflops", "fp16_gflops", "memory_bandwidth_gbps", "sms", "measured_ms"]
+            "fp32_gflops", "fp16_gflops", "memory_bandwidth_gbps", "sms", "l2_mb", "measured_ms"]
     d = pd.concat([t.reindex(columns=cols), c.reindex(columns=cols)], ignore_index=True)
     d["img_px"] = d["input_px"]
     d["generation"] = [generation(g) if s == "traces" else "cloud" for g, s in zip(d["gpu"], d["source"])]
@@ -276,7 +276,7 @@ def markdown_grouped(summary: pd.DataFrame, cov: pd.DataFrame, skipped: list[str
              "training part of both sources (equal weight per source), `*_chronos_only` on its CHRONOS part only. "
              "The feature set of `efficiency` (base / kernel) is chosen inside each outer fold by inner 3-fold "
              "GroupKFold by GPU on the training part; `neighbour` (k = 5 nearest measured workloads, hardware "
-             "log-linear) chooses its hardware features (with or without the SM count) the same way. "
+             "log-linear) chooses its hardware features (with or without the SM count and the L2 size) the same way. "
              "`roofline_calibrated` is predict's roofline (CHRONOS only), "
              "`roofline_assumed` fits nothing. Every fit is deterministic (no seeds). `traces external`: fitted on "
              "all of CHRONOS, scored on every trace row. Wall time: results/tables/dag_cost.csv.", "",

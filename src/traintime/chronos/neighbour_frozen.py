@@ -12,7 +12,8 @@ The model (fitted by :class:`traintime.chronos.neighbour_step.NeighbourStepTime`
   own efficiency ``u`` and the 16-bit x peak term), not read from that column;
 * ``h``: hardware features (:data:`HARDWARE_SETS`): log10 FP32 peak GFLOP/s, log10
   memory GB/s, each also times the standardised work per kernel and intensity of the workload, the peak
-  times the 16-bit flag, and optionally log10 of the SM count, also times the work per kernel. ``beta`` is estimated *within* workloads (how one workload's time changes from GPU
+  times the 16-bit flag, optionally log10 of the SM count, also times the work per kernel, and optionally log10
+  of the L2 cache size, also times the intensity. ``beta`` is estimated *within* workloads (how one workload's time changes from GPU
   to GPU), so the model is log-linear - smooth - in the hardware axes: a new card moves the answer
   continuously instead of jumping a tier as tree splits on spec values do;
 * ``u``: the workload's own log efficiency relative to that physics, the mean residual of its measured rows.
@@ -48,13 +49,19 @@ DESCRIPTORS: tuple[str, ...] = WORKLOAD_FEATURES + INTERACTION_FEATURES
 #: hardware features of the within-workload regression, computed by :func:`hardware_features`
 HARDWARE_FEATURES: tuple[str, ...] = ("log_peak", "log_bandwidth", "log_peak_x_kernel", "log_bandwidth_x_kernel",
                                       "log_peak_x_intensity", "log_bandwidth_x_intensity", "log_peak_x_half",
-                                      "log_sms", "log_sms_x_kernel")
+                                      "log_sms", "log_sms_x_kernel", "log_l2", "log_l2_x_intensity")
 #: named hardware feature sets (``hardware=`` of the estimator; the nested one chooses between them by inner CV):
-#: peak and bandwidth only, or also the SM count (small kernels do not fill a GPU with many SMs)
+#: peak and bandwidth only, also the SM count (small kernels do not fill a GPU with many SMs), also the L2 cache
+#: (Ampere RTX 3-6 MB, Ada / Blackwell 24-96 MB: a large L2 keeps more of a low-intensity step off DRAM), or both
 HARDWARE_SETS: dict[str, tuple[str, ...]] = {
     "peak_bandwidth": HARDWARE_FEATURES[:7],
-    "peak_bandwidth_sms": HARDWARE_FEATURES,
+    "peak_bandwidth_sms": HARDWARE_FEATURES[:9],
+    "peak_bandwidth_l2": HARDWARE_FEATURES[:7] + HARDWARE_FEATURES[9:],
+    "peak_bandwidth_sms_l2": HARDWARE_FEATURES,
 }
+#: spec column (of a step row) each optional hardware feature needs, by feature-name prefix; a GPU without it
+#: (NaN, or no such column) gets NaN in those features
+SPEC_COLUMNS: dict[str, str] = {"log_sms": "sms", "log_l2": "l2_mb"}
 #: assumed roofline constants of the physics offset (those of ``roofline_assumed``)
 ASSUMED = {"compute_efficiency": 0.40, "memory_efficiency": 0.60, "launch_us": 5.0}
 
@@ -90,23 +97,41 @@ def workload_features(rows: pd.DataFrame) -> pd.DataFrame:
     }, index=rows.index)
 
 
+def log_spec(rows: pd.DataFrame, column: str) -> np.ndarray:
+    """log10 of an optional positive spec column per row; NaN where missing, not positive or no such column."""
+    v = (pd.to_numeric(rows[column], errors="coerce").to_numpy(dtype=float) if column in rows.columns
+         else np.full(len(rows), np.nan))
+    with np.errstate(invalid="ignore"):
+        return np.log10(np.where(v > 0, v, np.nan))
+
+
+def spec_known(rows: pd.DataFrame, names: tuple[str, ...]) -> np.ndarray:
+    """True per row where every optional spec column (:data:`SPEC_COLUMNS`) that hardware features ``names`` use is
+    known (positive)."""
+    need = {col for prefix, col in SPEC_COLUMNS.items() if any(n.startswith(prefix) for n in names)}
+    ok = np.ones(len(rows), dtype=bool)
+    for col in sorted(need):
+        ok &= np.isfinite(log_spec(rows, col))
+    return ok
+
+
 def hardware_features(rows: pd.DataFrame, wl: pd.DataFrame, wl_mean: np.ndarray, wl_scale: np.ndarray,
                       names: tuple[str, ...] = HARDWARE_SETS["peak_bandwidth"]) -> np.ndarray:
     """Hardware features ``names`` (of :data:`HARDWARE_FEATURES`) of ``rows`` (``wl``: their workload features;
     standardised with the training workloads' ``wl_mean`` / ``wl_scale`` for the interactions). A GPU without an
-    SM count (column ``sms``) gets NaN in the SM features."""
+    SM count (column ``sms``) or L2 size (``l2_mb``) gets NaN in the SM or L2 features (:data:`SPEC_COLUMNS`)."""
     t = roofline_terms(rows.assign(precision="32"), 1.0)  # FP32 peak (module doc)
     flops = rows["flops_train_per_batch"].to_numpy(dtype=float)
     lp = np.log10(np.maximum(flops / np.maximum(t["compute_ms"].to_numpy(), 1e-30) / 1e6, 1e-9))
     lb = np.log10(np.maximum(rows["memory_bandwidth_gbps"].to_numpy(dtype=float), 1e-9))
-    sms = pd.to_numeric(rows["sms"], errors="coerce").to_numpy(dtype=float) if "sms" in rows.columns else np.nan
-    ls = np.log10(np.where(np.asarray(sms) > 0, sms, np.nan)) * np.ones(len(rows))
+    ls, ll2 = log_spec(rows, SPEC_COLUMNS["log_sms"]), log_spec(rows, SPEC_COLUMNS["log_l2"])
     i_k, i_i = DESCRIPTORS.index("log_flops_per_layer"), DESCRIPTORS.index("log_intensity")
     zk = (wl["log_flops_per_layer"].to_numpy() - wl_mean[i_k]) / wl_scale[i_k]
     zi = (wl["log_intensity"].to_numpy() - wl_mean[i_i]) / wl_scale[i_i]
     cols = {"log_peak": lp, "log_bandwidth": lb, "log_peak_x_kernel": lp * zk, "log_bandwidth_x_kernel": lb * zk,
             "log_peak_x_intensity": lp * zi, "log_bandwidth_x_intensity": lb * zi,
-            "log_peak_x_half": lp * wl["half"].to_numpy(), "log_sms": ls, "log_sms_x_kernel": ls * zk}
+            "log_peak_x_half": lp * wl["half"].to_numpy(), "log_sms": ls, "log_sms_x_kernel": ls * zk,
+            "log_l2": ll2, "log_l2_x_intensity": ll2 * zi}
     return np.column_stack([cols[n] for n in names])
 
 

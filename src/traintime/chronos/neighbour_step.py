@@ -13,8 +13,9 @@
    kNN mean of the measured workloads' residuals ``u - trend`` (``trend="none"``: plain kNN of ``u``).
 
 ``k`` and ``alpha`` are fixed a priori; :class:`NestedNeighbourStepTime` chooses the hardware feature set (with or
-without the SM count) by inner folds by GPU and the trend (ridge or none) by inner folds by model, on its training
-rows only. Every fit is deterministic. :meth:`NeighbourStepTime.to_json` freezes it for
+without the SM count and the L2 cache size) by inner folds by GPU and the trend (ridge or none) by inner folds by
+model, on its training rows only. Rows whose GPU lacks a spec the chosen set uses (``sms``, ``l2_mb``: NaN) are left
+out of that set's fit only. Every fit is deterministic. :meth:`NeighbourStepTime.to_json` freezes it for
 ``traintime predict`` (numpy-only prediction).
 """
 
@@ -34,6 +35,7 @@ from traintime.chronos.neighbour_frozen import (
     hardware_features,
     neighbour_predict,
     offset_ms,
+    spec_known,
     workload_features,
 )
 from traintime.core.errors import SchemaError
@@ -104,6 +106,9 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
         wl_scale[wl_scale < 1e-9] = 1.0
         h = hardware_features(rows, wl, wl_mean, wl_scale, self._hardware())
         ok_h = np.isfinite(h).all(axis=1)
+        if ok_h.sum() < 2:
+            raise SchemaError(f"neighbour step model: {int(ok_h.sum())} usable rows have the GPU specs of hardware "
+                              f"set {self.hardware!r}, need >= 2")
         if not ok_h.all():
             rows, wl, wv, y, w, off, h = rows[ok_h], wl[ok_h], wv[ok_h], y[ok_h], w[ok_h], off[ok_h], h[ok_h]
         hw_mean = np.average(h, axis=0, weights=w)
@@ -168,7 +173,10 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
     """:class:`NeighbourStepTime` whose settings are chosen *inside* ``fit`` on the training rows only
     (:func:`~traintime.chronos.efficiency_step.inner_group_choice`), then refitted on all of them: the hardware
     feature set by inner ``GroupKFold`` by GPU (what moves a time between GPUs), then the trend by inner
-    ``GroupKFold`` by model (what a model nobody measured gets). An outer fold's test rows never take part.
+    ``GroupKFold`` by model (what a model nobody measured gets). An outer fold's test rows never take part. A hardware
+    candidate is tried only when every training row has the GPU specs it uses
+    (:func:`~traintime.chronos.neighbour_frozen.spec_known`), so all candidates are scored on the same inner rows;
+    the first candidate is always tried.
 
     Parameters
     ----------
@@ -178,7 +186,8 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
     k, alpha, trained_on : passed to :class:`NeighbourStepTime`.
     """
 
-    def __init__(self, candidates: tuple[str, ...] = ("peak_bandwidth", "peak_bandwidth_sms"),
+    def __init__(self, candidates: tuple[str, ...] = ("peak_bandwidth", "peak_bandwidth_sms", "peak_bandwidth_l2",
+                                                      "peak_bandwidth_sms_l2"),
                  trends: tuple[str, ...] = ("ridge", "none"), inner_splits: int = 3, k: int = 5, alpha: float = 1.0,
                  trained_on: str = "") -> None:
         self.candidates = candidates
@@ -190,8 +199,10 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
 
     def fit(self, rows: pd.DataFrame, y_ms: Any, sample_weight: Any = None) -> NestedNeighbourStepTime:
         y = np.asarray(y_ms, dtype=float)
+        tried = tuple(c for i, c in enumerate(self.candidates)
+                      if i == 0 or spec_known(rows, HARDWARE_SETS.get(c, ())).all())
         self.best_, self.inner_mape_ = inner_group_choice(
-            lambda cand: NeighbourStepTime(k=self.k, alpha=self.alpha, hardware=cand), self.candidates,
+            lambda cand: NeighbourStepTime(k=self.k, alpha=self.alpha, hardware=cand), tried,
             self.inner_splits, rows, y, sample_weight, group="gpu")
         self.best_trend_, self.inner_trend_mape_ = inner_group_choice(
             lambda t: NeighbourStepTime(k=self.k, alpha=self.alpha, hardware=self.best_, trend=t), self.trends,

@@ -44,7 +44,8 @@ def iteration_step_rows(table: pd.DataFrame, specs: pd.DataFrame) -> pd.DataFram
         t = t[t["status"] == "ok"]
     t["measured_ms"], t.attrs["measured"] = measured_compute_ms(t)
     t = t[t["measured_ms"].gt(0)]
-    spec_cols = ["fp32_gflops", "fp16_gflops", "memory_bandwidth_gbps"] + [c for c in ("sms",) if c in specs.columns]
+    spec_cols = ["fp32_gflops", "fp16_gflops", "memory_bandwidth_gbps"] + [c for c in ("sms", "l2_mb")
+                                                                           if c in specs.columns]
     t = t.drop(columns=[c for c in spec_cols if c in t.columns])
     t = t.merge(specs[["gpu", *spec_cols]].drop_duplicates("gpu"), on="gpu", how="inner")
     t["precision"] = np.where(pd.to_numeric(t["precision_bits"], errors="coerce") == 16, "16", "32")

