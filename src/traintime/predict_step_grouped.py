@@ -16,7 +16,8 @@ Methods
     the CHRONOS part of the training fold only; run on CHRONOS LOGO and the external check, since on the other
     trace folds its training data, all of CHRONOS, is that of the external check), ``neighbour`` and
     ``neighbour_chronos_only`` (:class:`traintime.chronos.neighbour_step.NestedNeighbourStepTime`, the same way; its
-    hardware feature set, with or without the SM count and the L2 cache size, chosen by the same inner CV), ``roofline_calibrated`` (per-family
+    hardware feature set, with or without the SM count and the L2 cache size, chosen by the same inner CV, and its
+    trend for workloads never measured, ridge or none, by inner GroupKFold by model), ``roofline_calibrated`` (per-family
     constants fitted on CHRONOS; on CHRONOS LOGO refitted without the held-out GPU; on the trace protocols the
     saved calibration, which never saw a trace) and ``roofline_assumed`` (constants 0.40 / 0.60 / 5 us, nothing fitted).
 Metrics
@@ -275,8 +276,10 @@ def markdown_grouped(summary: pd.DataFrame, cov: pd.DataFrame, skipped: list[str
              "batch 16 + 64; CHRONOS: the release's compute_time_ms. `efficiency` and `neighbour` are fitted on the "
              "training part of both sources (equal weight per source), `*_chronos_only` on its CHRONOS part only. "
              "The feature set of `efficiency` (base / kernel) is chosen inside each outer fold by inner 3-fold "
-             "GroupKFold by GPU on the training part; `neighbour` (k = 5 nearest measured workloads, hardware "
-             "log-linear) chooses its hardware features (with or without the SM count and the L2 size) the same way. "
+             "GroupKFold by GPU on the training part; `neighbour` (hardware log-linear; a workload never measured takes a "
+             "ridge trend in its descriptors plus the residuals of its k = 5 nearest measured workloads) chooses its "
+             "hardware features (with or without the SM count and the L2 size) the same way, and the trend (ridge or "
+             "none) by inner 3-fold GroupKFold by model. "
              "`roofline_calibrated` is predict's roofline (CHRONOS only), "
              "`roofline_assumed` fits nothing. Every fit is deterministic (no seeds). `traces external`: fitted on "
              "all of CHRONOS, scored on every trace row. Wall time: results/tables/dag_cost.csv.", "",
