@@ -35,6 +35,7 @@ rule dag_cost:
     output:
         csv=report(f"{TABLES}/dag_cost.csv", caption="../report/dag_cost.rst", category="Pipeline"),
         md=f"{TABLES}/dag_cost.md",
+        setup=f"{TABLES}/make_run_setup.csv",  # make run's venv set-up just before this DAG (empty when none)
     params:
         benchmarks=BENCHMARKS,
     log:

@@ -1,13 +1,14 @@
 """Wall time and peak memory of every rule, from the benchmark records (rule dag_cost)."""
 
 import resource
+import sys
 import time
 
 import pandas as pd
 import psutil
 
 from traintime.core.io import to_markdown, write_csv, write_text
-from traintime.core.report import benchmark_records, dag_cost_table
+from traintime.core.report import benchmark_records, dag_cost_table, setup_record
 from traintime.core.workflow import run_script
 
 
@@ -21,6 +22,8 @@ def main(snakemake):
            "started_at": started, "finished_at": time.time()}
     table = dag_cost_table(pd.concat([records, pd.DataFrame([own])], ignore_index=True))
     write_csv(table, snakemake.output.csv)
+    # make run's environment set-up before this DAG (the interpreter running this script is that environment's)
+    write_csv(setup_record(sys.prefix, float(table["first_start"].min())), snakemake.output.setup)
     write_text("# Cost of the DAG per rule\n\nFrom Snakemake's `benchmark:` record of every job under "
                f"`{snakemake.params.benchmarks}/` (the last run of each job; `{snakemake.rule}` measures itself "
                "in-process). Wall and CPU time in seconds, peak resident memory in MB.\n\n"

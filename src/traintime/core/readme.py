@@ -48,6 +48,12 @@ def _dag_cost(path: Path) -> str:
             f"{cost['wall_s_total'].sum():.0f} s; "
             f"largest peak memory {cost['max_rss_mb'].max():.0f} MB (`{cost.loc[cost['max_rss_mb'].idxmax(), 'rule']}`). "
             "Slowest rules:\n\n")
+    setup_path = path.with_name("make_run_setup.csv")
+    setup = pd.read_csv(setup_path) if setup_path.exists() else pd.DataFrame()
+    if len(setup):
+        total = (cost["last_end"].max() - setup["started_at"].min()) / 60.0
+        head = (f"`make run` from a fresh clone: {total:.1f} min from the virtual environment's creation to the last "
+                f"job's end (set-up {setup['wall_s'].sum() / 60.0:.1f} min, then Snakemake). " + head)
     cols = ["rule", "jobs", "wall_s_total", "wall_s_max", "max_rss_mb", "cpu_s_total"]
     return head + to_markdown(cost[cols].head(6), floatfmt=".1f")
 

@@ -98,6 +98,25 @@ def dag_cost_table(records: pd.DataFrame) -> pd.DataFrame:
         list(DAG_COST_COLUMNS)]
 
 
+#: columns of ``make_run_setup.csv`` (:func:`setup_record`)
+SETUP_COLUMNS: tuple[str, ...] = ("step", "started_at", "finished_at", "wall_s")
+
+
+def setup_record(prefix: str | Path, dag_start: float, max_gap_s: float = 120.0) -> pd.DataFrame:
+    """``make run``'s virtual-environment set-up just before this DAG, as one row of :data:`SETUP_COLUMNS`: from the
+    creation of ``<prefix>/pyvenv.cfg`` to the Makefile's install stamp ``<prefix>/.installed``, kept only when the
+    stamp precedes the DAG's first job (``dag_start``, POSIX s) by at most ``max_gap_s`` - a `make run` that set up
+    the environment and went straight on; no row (an environment set up earlier, or none) otherwise."""
+    cfg, stamp = Path(prefix) / "pyvenv.cfg", Path(prefix) / ".installed"
+    rows = []
+    if cfg.exists() and stamp.exists():
+        t0, t1 = cfg.stat().st_mtime, stamp.stat().st_mtime
+        if t0 <= t1 <= dag_start and dag_start - t1 <= max_gap_s:
+            rows.append({"step": "virtual environment (make setup)", "started_at": round(t0, 1),
+                         "finished_at": round(t1, 1), "wall_s": round(t1 - t0, 1)})
+    return pd.DataFrame(rows, columns=list(SETUP_COLUMNS))
+
+
 def overlapping_jobs(records: pd.DataFrame, tolerance_s: float = 0.5) -> list[tuple[str, str]]:
     """Pairs of jobs whose [started_at, finished_at] intervals overlap by more than ``tolerance_s``."""
     r = records.sort_values("started_at").reset_index(drop=True)
