@@ -35,7 +35,8 @@ rule dag_cost:
     output:
         csv=report(f"{TABLES}/dag_cost.csv", caption="../report/dag_cost.rst", category="Pipeline"),
         md=f"{TABLES}/dag_cost.md",
-        setup=f"{TABLES}/make_run_setup.csv",  # make run's venv set-up just before this DAG (empty when none)
+        # make run's venv set-up just before this DAG (empty when none): a record of the machine, not a table
+        setup=f"{LOGS}/report/make_run_setup.csv",
     params:
         benchmarks=BENCHMARKS,
     log:

@@ -32,11 +32,13 @@ def test_setup_row_only_for_an_environment_set_up_just_before_the_dag(tmp_path):
 def test_dag_cost_block_adds_the_make_run_total_when_the_setup_row_exists(tmp_path):
     cost = pd.DataFrame([{"rule": "a", "jobs": 2, "wall_s_total": 100.0, "wall_s_max": 60.0, "max_rss_mb": 10.0,
                           "cpu_s_total": 90.0, "first_start": 1200.0, "last_end": 1800.0}])
-    cost.to_csv(tmp_path / "dag_cost.csv", index=False)
+    (tmp_path / "tables").mkdir()
+    (tmp_path / "logs" / "report").mkdir(parents=True)
+    cost.to_csv(tmp_path / "tables" / "dag_cost.csv", index=False)
     render = BLOCKS["dag-cost"][1]
-    assert "make run" not in render(tmp_path / "dag_cost.csv").split("Slowest")[0]
+    assert "make run" not in render(tmp_path / "tables" / "dag_cost.csv").split("Slowest")[0]
     pd.DataFrame([{"step": "venv", "started_at": 1080.0, "finished_at": 1170.0, "wall_s": 90.0}]).to_csv(
-        tmp_path / "make_run_setup.csv", index=False)
-    text = render(tmp_path / "dag_cost.csv")
+        tmp_path / "logs" / "report" / "make_run_setup.csv", index=False)
+    text = render(tmp_path / "tables" / "dag_cost.csv")
     assert "`make run` from a fresh clone: 12.0 min" in text and "set-up 1.5 min" in text
     assert "wall time from the first job's start to the last job's end 10.0 min" in text

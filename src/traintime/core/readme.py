@@ -48,7 +48,7 @@ def _dag_cost(path: Path) -> str:
             f"{cost['wall_s_total'].sum():.0f} s; "
             f"largest peak memory {cost['max_rss_mb'].max():.0f} MB (`{cost.loc[cost['max_rss_mb'].idxmax(), 'rule']}`). "
             "Slowest rules:\n\n")
-    setup_path = path.with_name("make_run_setup.csv")
+    setup_path = path.parent.parent / "logs" / "report" / "make_run_setup.csv"  # rule dag_cost
     setup = pd.read_csv(setup_path) if setup_path.exists() else pd.DataFrame()
     if len(setup):
         total = (cost["last_end"].max() - setup["started_at"].min()) / 60.0
