@@ -10,8 +10,10 @@ import pytest
 from sklearn.base import clone
 
 from traintime.chronos.neighbour_frozen import (
+    WORKLOAD_FEATURES,
     FrozenNeighbour,
     hardware_features,
+    kernel_shares,
     offset_ms,
     workload_features,
 )
@@ -86,7 +88,7 @@ def test_frozen_json_round_trip_predicts_the_same_and_clone_keeps_params() -> No
     np.testing.assert_allclose(frozen.predict(test), m.predict(test), rtol=1e-5)
     assert "3 nearest measured workloads" in frozen.label and "synthetic" in frozen.label
     assert clone(m).get_params() == {"k": 3, "alpha": 1.0, "trained_on": "synthetic", "hardware": "peak_bandwidth",
-                                     "trend": "ridge"}
+                                     "trend": "ridge", "descriptors": "base"}
 
 
 def test_unfitted_and_too_few_rows_raise_clear_errors() -> None:
@@ -155,7 +157,7 @@ def test_ridge_trend_carries_a_drift_that_plain_neighbours_miss_and_the_nested_f
     assert err["ridge"] < 0.5 * err["none"], err
     nested = NestedNeighbourStepTime(alpha=0.0, candidates=("peak_bandwidth",)).fit(train, drifting_ms(train))
     assert nested.best_trend_ == "ridge", nested.inner_trend_mape_
-    assert nested.choice_ == "peak_bandwidth, trend ridge"
+    assert nested.choice_ == f"peak_bandwidth, trend ridge, descriptors {nested.best_descriptors_}"
     with pytest.raises(SchemaError, match="trend 'linear'"):
         NeighbourStepTime(trend="linear").fit(train, drifting_ms(train))
 
@@ -164,7 +166,7 @@ def test_frozen_file_without_trend_or_knn_features_still_predicts() -> None:
     train = synthetic_rows([0, 1, 2, 4, 5], list(GPUS))
     m = NeighbourStepTime(trend="none").fit(train, true_ms(train))
     old = {k: v for k, v in m.to_json().items() if k not in ("trend", "trend_coef", "knn_features")}
-    n_old = len(workload_features(train).columns) - 2  # files before the trend: kNN on the first 8 descriptors
+    n_old = len(WORKLOAD_FEATURES)  # files before the trend: kNN on the first 8 descriptors
     old["train_z"] = [z[:n_old] for z in old["train_z"]]
     frozen = FrozenNeighbour(old)
     seen, unseen = synthetic_rows([4], list(GPUS)), synthetic_rows([3], list(GPUS))
@@ -217,3 +219,52 @@ def test_frozen_json_of_an_older_release_still_predicts_on_rows_with_and_without
     m = NeighbourStepTime(k=3).fit(train, true_ms(train))
     oldest = {k: v for k, v in m.to_json().items() if k not in ("hardware_set", "hardware_features")}
     np.testing.assert_allclose(FrozenNeighbour(oldest).predict(with_l2(test)), m.predict(test), rtol=1e-5)
+
+
+#: synthetic depthwise FLOP shares of workloads m0-m15 (independent of their other descriptors)
+DW_SHARE = {m: (0.1 if m in (1, 4, 6, 9, 11, 13, 14) else 0.0) for m in range(16)}
+
+
+def with_kernel_mix(rows: pd.DataFrame) -> pd.DataFrame:
+    """``rows`` with the synthetic depthwise share of :data:`DW_SHARE` (the other kernel shares absent: 0)."""
+    return rows.assign(flops_share_depthwise=rows["model"].str[1:].astype(int).map(DW_SHARE).astype(float))
+
+
+def depthwise_ms(rows: pd.DataFrame) -> np.ndarray:
+    """Known law (synthetic): a step with depthwise convolutions runs at a third of the efficiency of a dense one."""
+    return true_ms(rows) * np.where(rows["flops_share_depthwise"].to_numpy() > 0, 3.0, 1.0)
+
+
+def test_kernel_mix_descriptors_carry_a_depthwise_slowdown_and_the_nested_fit_picks_them() -> None:
+    train = with_kernel_mix(synthetic_rows([m for m in range(16) if m != 9], list(GPUS)))
+    test = with_kernel_mix(synthetic_rows([9], list(GPUS)))  # depthwise, its FLOP neighbours (8, 10) are dense
+    err = {d: np.abs(NeighbourStepTime(alpha=0.0, descriptors=d).fit(train, depthwise_ms(train)).predict(test)
+                     / depthwise_ms(test) - 1).max() for d in ("base", "kernel_mix")}
+    assert err["kernel_mix"] < 0.5 * err["base"], err
+    nested = NestedNeighbourStepTime(alpha=0.0, candidates=("peak_bandwidth",)).fit(train, depthwise_ms(train))
+    assert nested.best_descriptors_ == "kernel_mix", nested.inner_trend_mape_
+    assert set(nested.inner_trend_mape_) == {"ridge, base", "ridge, kernel_mix", "none, base", "none, kernel_mix"}
+    frozen = nested.to_json()
+    assert frozen["descriptor_set"] == "kernel_mix" and "sqrt_share_depthwise" in frozen["descriptors"]
+    np.testing.assert_allclose(FrozenNeighbour(json.loads(json.dumps(frozen))).predict(test), nested.predict(test),
+                               rtol=1e-9)
+    with pytest.raises(SchemaError, match="descriptor set 'ops'"):
+        NeighbourStepTime(descriptors="ops").fit(train, depthwise_ms(train))
+
+
+def test_a_base_descriptor_file_ignores_kernel_mix_columns_and_missing_shares_count_as_zero() -> None:
+    train = synthetic_rows([0, 1, 2, 4, 5], list(GPUS))
+    test = synthetic_rows([3], list(GPUS))
+    m = NeighbourStepTime().fit(train, true_ms(train))
+    old = {k: v for k, v in m.to_json().items() if k != "descriptor_set"}  # as written before descriptor sets
+    np.testing.assert_allclose(FrozenNeighbour(old).predict(with_kernel_mix(test)), m.predict(test), rtol=1e-9)
+    km = NeighbourStepTime(descriptors="kernel_mix").fit(train, true_ms(train))  # no share columns: all zero
+    np.testing.assert_allclose(km.predict(test.assign(flops_share_depthwise=np.nan)), km.predict(test), rtol=1e-12)
+
+
+def test_kernel_shares_rescale_hook_fractions_and_treat_missing_as_zero() -> None:
+    shares = kernel_shares({"flops_depthwise_frac": 0.4, "flops_1x1_frac": float("nan")}, 0.25)
+    assert shares["flops_share_depthwise"] == pytest.approx(0.1)
+    assert shares["flops_share_1x1"] == 0.0 and shares["flops_share_3x3"] == 0.0
+    frame = pd.DataFrame({"flops_3x3_frac": [0.5, None, 2.0]})
+    np.testing.assert_allclose(kernel_shares(frame)["flops_share_3x3"], [0.5, 0.0, 1.0])

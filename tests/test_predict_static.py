@@ -104,3 +104,22 @@ def test_step_rows_carry_the_optional_specs_of_the_neighbour_hardware_term() -> 
                        "model": ["m"], "family": ["CNN"], "batch_size": [8], "input_px": [32],
                        "act_bytes_per_sample_proxy": [1e5]})
     assert iteration_step_rows(it, gpu_rows(["T4"]))["l2_mb"].tolist() == [4.0]
+
+
+def test_step_rows_carry_the_kernel_mix_as_shares_of_the_forward_flops() -> None:
+    from traintime.chronos.neighbour_frozen import KERNEL_SHARE_COLUMNS
+    from traintime.chronos.roofline_calibration import iteration_step_rows
+
+    gpus = gpu_rows(["T4"])
+    dense = step_rows(make_workload("resnet18", 32, dataset="cifar10"), gpus).iloc[0]
+    dw = step_rows(make_workload("mobilenet_v2", 32, dataset="cifar10"), gpus).iloc[0]
+    assert dense["flops_share_depthwise"] == 0.0 and dense["flops_share_3x3"] > 0.5
+    assert 0.0 < dw["flops_share_depthwise"] < 0.5 and dw["flops_share_1x1"] > 0.5
+    assert all(0.0 <= dw[c] <= 1.0 for c in KERNEL_SHARE_COLUMNS)
+    # the release's rows: its fractions are already shares of its forward FLOPs; none (MLP, Transformer) -> 0
+    it = pd.DataFrame({"gpu": ["T4", "T4"], "status": ["ok", "ok"], "compute_time_ms": [10.0, 10.0],
+                       "precision_bits": [32, 32], "flops_train_per_batch": [1e9, 1e9], "param_bytes": [1e6, 1e6],
+                       "optimizer_state_bytes": [0.0, 0.0], "model": ["m", "t"], "family": ["CNN", "Transformer"],
+                       "batch_size": [8, 8], "input_px": [32, 32], "act_bytes_per_sample_proxy": [1e5, 1e5],
+                       "flops_depthwise_frac": [0.05, np.nan]})
+    assert iteration_step_rows(it, gpus)["flops_share_depthwise"].tolist() == [0.05, 0.0]

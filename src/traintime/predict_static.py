@@ -173,7 +173,10 @@ def build_model(model: str, num_classes: int, input_px: int, **kwargs: Any) -> A
 
 #: fields of :func:`traintime.measure.analytic.model_structure` the static features use (cached on disk)
 STRUCTURE_FIELDS: tuple[str, ...] = ("param_count", "flops_fwd_per_sample", "act_scalars", "depth", "bn_layers",
-                                     "act_layers")
+                                     "act_layers", "flops_fwd_hook_per_sample", "flops_1x1_frac", "flops_3x3_frac",
+                                     "flops_depthwise_frac", "flops_grouped_frac")
+#: fields of the structure that are counts (the others are floats)
+_COUNT_FIELDS = frozenset({"param_count", "act_scalars", "depth", "bn_layers", "act_layers"})
 
 
 def _walk_structure(model: str, input_px: int, num_classes: int, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -184,7 +187,7 @@ def _walk_structure(model: str, input_px: int, num_classes: int, kwargs: dict[st
     with torch.device("meta"):
         net = build_model(model, num_classes, input_px, **kwargs)
     s = model_structure(net, input_px, backward=False)
-    return {k: (float(s[k]) if k == "flops_fwd_per_sample" else int(s[k])) for k in STRUCTURE_FIELDS}
+    return {k: (int(s[k]) if k in _COUNT_FIELDS else float(s[k])) for k in STRUCTURE_FIELDS}
 
 
 @lru_cache(maxsize=32)
@@ -199,13 +202,14 @@ def _structure(model: str, input_px: int, num_classes: int, kwargs_items: tuple[
     from traintime.predict_cache import cached
 
     parts = {"model": model, "input_px": int(input_px), "num_classes": int(num_classes),
-             "model_kwargs": [[k, v] for k, v in kwargs_items]}
+             "model_kwargs": [[k, v] for k, v in kwargs_items], "fields": list(STRUCTURE_FIELDS)}
     return cached("structure", parts, build)
 
 
 def static_features(w: Workload, model_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
     """Analytic features of the workload at its batch, input size and precision (FLOPs scale with batch
     and input size; activation bytes with batch and precision)."""
+    from traintime.chronos.neighbour_frozen import kernel_shares
     from traintime.measure.optimizers import optimizer_state_multiplier
 
     try:
@@ -227,6 +231,8 @@ def static_features(w: Workload, model_kwargs: dict[str, Any] | None = None) -> 
         "flops_train_per_batch": 3.0 * fwd * w.batch_size,
         "act_bytes_per_sample": int(s["act_scalars"]) * w.bytes_per_scalar,
         "layers": int(s["depth"]) + int(s["bn_layers"]) + int(s["act_layers"]),
+        # kernel mix: the analytic fractions are of the conv + linear hook total; as shares of the forward FLOPs
+        **{k: float(v) for k, v in kernel_shares(s, float(s["flops_fwd_hook_per_sample"]) / max(fwd, 1.0)).items()},
     }
 
 
@@ -236,7 +242,9 @@ def step_rows(w: Workload, gpus: pd.DataFrame, model_kwargs: dict[str, Any] | No
     f = static_features(w, model_kwargs)
     base = {"model": w.model, "family": w.family, "input_px": w.input_px, "batch_size": w.batch_size,
             "precision": w.precision, "num_classes": w.num_classes, "optimizer": w.optimizer, **f}
-    spec_cols = ["gpu", "fp32_gflops", "fp16_gflops", "memory_bandwidth_gbps"] + [c for c in ("sms", "l2_mb")
+    from traintime.chronos.neighbour_frozen import SPEC_COLUMNS
+
+    spec_cols = ["gpu", "fp32_gflops", "fp16_gflops", "memory_bandwidth_gbps"] + [c for c in SPEC_COLUMNS.values()
                                                                                   if c in gpus.columns]
     rows = gpus[spec_cols].copy().reset_index(drop=True)
     for k, v in base.items():

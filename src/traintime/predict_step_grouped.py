@@ -61,9 +61,10 @@ def both_sources(trace_rows: pd.DataFrame, chronos_rows: pd.DataFrame) -> pd.Dat
     """One frame of step rows with ``source``, ``img_px`` and ``generation`` (the pooled training data)."""
     t = trace_rows.assign(source="traces")
     c = chronos_rows.assign(source="chronos")
-    cols = ["source", "model", "family", "input_px", "batch_size", "precision", "gpu", "flops_train_per_batch",
-            "param_bytes", "grad_bytes", "optimizer_state_bytes", "act_bytes_per_sample", "layers",
-            "fp32_gflops", "fp16_gflops", "memory_bandwidth_gbps", "sms", "l2_mb", "measured_ms"]
+    from traintime.chronos.neighbour_frozen import KERNEL_SHARE_COLUMNS, SPEC_COLUMNS
+    from traintime.chronos.roofline_frozen import STEP_ROW_COLUMNS
+
+    cols = ["source", *STEP_ROW_COLUMNS, *SPEC_COLUMNS.values(), *KERNEL_SHARE_COLUMNS, "measured_ms"]
     d = pd.concat([t.reindex(columns=cols), c.reindex(columns=cols)], ignore_index=True)
     d["img_px"] = d["input_px"]
     d["generation"] = [generation(g) if s == "traces" else "cloud" for g, s in zip(d["gpu"], d["source"])]
@@ -279,7 +280,8 @@ def markdown_grouped(summary: pd.DataFrame, cov: pd.DataFrame, skipped: list[str
              "GroupKFold by GPU on the training part; `neighbour` (hardware log-linear; a workload never measured takes a "
              "ridge trend in its descriptors plus the residuals of its k = 5 nearest measured workloads) chooses its "
              "hardware features (with or without the SM count and the L2 size) the same way, and the trend (ridge or "
-             "none) by inner 3-fold GroupKFold by model. "
+             "none) together with its descriptors (base, or also the kernel mix: shares of the forward FLOPs in 1x1, "
+             "3x3, depthwise and grouped convolutions) by inner 3-fold GroupKFold by model. "
              "`roofline_calibrated` is predict's roofline (CHRONOS only), "
              "`roofline_assumed` fits nothing. Every fit is deterministic (no seeds). `traces external`: fitted on "
              "all of CHRONOS, scored on every trace row. Wall time: results/tables/dag_cost.csv.", "",
@@ -300,12 +302,12 @@ def markdown_grouped(summary: pd.DataFrame, cov: pd.DataFrame, skipped: list[str
         lines.append(f"| {c.quantity}, {c.variant} | {c.rows} | {c.groups} | {c.nominal_coverage:.0%} | "
                      f"{c.measured_coverage:.1%} | {f} |")
     lines.append("")
-    for name, key in [("efficiency", "feature_set"), ("neighbour", "hardware_set")]:
+    for name, keys in [("efficiency", ("feature_set",)), ("neighbour", ("hardware_set", "trend", "descriptor_set"))]:
         choices = frozen[name].get("outer_fold_feature_sets")
         if choices:
             lines += [f"Feature set of `{name}` chosen by the inner CV (outer folds): " + "; ".join(
                 f"{p}: " + ", ".join(f"{k} {v}" for k, v in c.items()) for p, c in choices.items())
-                + f". Frozen model (all rows): {frozen[name].get(key)}.", ""]
+                + f". Frozen model (all rows): {', '.join(str(frozen[name].get(k)) for k in keys)}.", ""]
     if skipped:
         lines += [f"Traced models predict could not build ({len(skipped)}): " + "; ".join(skipped), ""]
     return "\n".join(lines).rstrip("\n") + "\n"

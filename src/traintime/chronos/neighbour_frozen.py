@@ -21,7 +21,8 @@ The model (fitted by :class:`traintime.chronos.neighbour_step.NeighbourStepTime`
   distance-weighted mean residual ``u - trend`` of its ``k`` nearest measured workloads, ``z`` being its standardised
   hardware-free descriptors (:data:`DESCRIPTORS`: FLOPs, activations and work per layer per sample, batch, depth,
   parameters, input size, arithmetic intensity, 16-bit, transformer: the same model at another batch is a near
-  neighbour). ``trend`` is a ridge regression of the measured workloads' ``u`` on ``z`` (the global drift of
+  neighbour; descriptor set ``kernel_mix`` adds the kernel mix, the square roots of the shares of the forward FLOPs
+  in 1x1, 3x3, depthwise and grouped convolutions, :data:`KERNEL_FEATURES`). ``trend`` is a ridge regression of the measured workloads' ``u`` on ``z`` (the global drift of
   efficiency with, say, intensity or depth, which neighbours alone miss for a model unlike any measured one), or
   zero (plain kNN; frozen files written before the trend existed). Both are looked up at the descriptors clipped to
   the measured range (outside it - a larger batch or model than any measured - the efficiency stays that of the
@@ -44,8 +45,18 @@ WORKLOAD_FEATURES: tuple[str, ...] = ("log_flops_per_sample", "log_batch", "log_
                                       "log_params", "log_input_px", "half", "transformer")
 #: further descriptors the hardware interactions use (work per kernel, arithmetic intensity of the step)
 INTERACTION_FEATURES: tuple[str, ...] = ("log_flops_per_layer", "log_intensity")
-#: every descriptor, standardised together: the kNN and trend space (:data:`WORKLOAD_FEATURES` first)
+#: the base descriptors, standardised together: the kNN and trend space (:data:`WORKLOAD_FEATURES` first)
 DESCRIPTORS: tuple[str, ...] = WORKLOAD_FEATURES + INTERACTION_FEATURES
+#: convolution kinds of the kernel mix (:mod:`traintime.measure.analytic`'s ``flops_<kind>_frac``)
+KERNEL_KINDS: tuple[str, ...] = ("1x1", "3x3", "depthwise", "grouped")
+#: optional step-row columns: share of the forward FLOPs in convolutions of each kind (a missing column or value counts
+#: as 0: no convolution of that kind, as in the release's MLP and Transformer rows)
+KERNEL_SHARE_COLUMNS: tuple[str, ...] = tuple(f"flops_share_{k}" for k in KERNEL_KINDS)
+#: descriptors of the kernel mix: square roots of those shares (a few % of depthwise FLOPs already slows a step)
+KERNEL_FEATURES: tuple[str, ...] = tuple(f"sqrt_share_{k}" for k in KERNEL_KINDS)
+#: named descriptor sets (``descriptors=`` of the estimator; the nested one chooses by inner CV by model): the base
+#: descriptors, or also the kernel mix (depthwise and grouped convolutions run far below the dense ones' efficiency)
+DESCRIPTOR_SETS: dict[str, tuple[str, ...]] = {"base": DESCRIPTORS, "kernel_mix": DESCRIPTORS + KERNEL_FEATURES}
 #: hardware features of the within-workload regression, computed by :func:`hardware_features`
 HARDWARE_FEATURES: tuple[str, ...] = ("log_peak", "log_bandwidth", "log_peak_x_kernel", "log_bandwidth_x_kernel",
                                       "log_peak_x_intensity", "log_bandwidth_x_intensity", "log_peak_x_half",
@@ -74,8 +85,20 @@ def offset_ms(rows: pd.DataFrame) -> np.ndarray:
                                         t["memory_ms"] / ASSUMED["memory_efficiency"])).to_numpy()
 
 
+def kernel_shares(fractions: Any, scale: Any = 1.0) -> dict[str, np.ndarray]:
+    """:data:`KERNEL_SHARE_COLUMNS` from ``fractions`` (a mapping or frame with analytic's ``flops_<kind>_frac``:
+    shares of the conv + linear hook total) times ``scale`` = hook total / forward FLOPs (1 for the release's rows,
+    whose forward FLOPs are that hook total); missing or NaN -> 0, clipped to [0, 1]."""
+    out = {}
+    for kind, col in zip(KERNEL_KINDS, KERNEL_SHARE_COLUMNS):
+        frac = fractions[f"flops_{kind}_frac"] if f"flops_{kind}_frac" in fractions else 0.0
+        v = np.asarray(pd.to_numeric(frac, errors="coerce"), dtype=float) * np.asarray(scale, dtype=float)
+        out[col] = np.clip(np.nan_to_num(v, nan=0.0), 0.0, 1.0)
+    return out
+
+
 def workload_features(rows: pd.DataFrame) -> pd.DataFrame:
-    """Hardware-free descriptors of each row's workload (:data:`DESCRIPTORS`)."""
+    """Hardware-free descriptors of each row's workload (every name of :data:`DESCRIPTOR_SETS`)."""
     b = np.maximum(rows["batch_size"].to_numpy(dtype=float), 1.0)
     flops = np.maximum(rows["flops_train_per_batch"].to_numpy(dtype=float), 1.0)
     layers = np.maximum(rows["layers"].to_numpy(dtype=float), 1.0)
@@ -94,6 +117,9 @@ def workload_features(rows: pd.DataFrame) -> pd.DataFrame:
         "transformer": rows["family"].astype(str).eq("Transformer").to_numpy().astype(float),
         "log_flops_per_layer": np.log10(flops / layers),
         "log_intensity": np.log10(flops / nbytes),
+        **{f: np.sqrt(np.clip(np.nan_to_num(pd.to_numeric(rows[c], errors="coerce").to_numpy(dtype=float), nan=0.0),
+                              0.0, 1.0)) if c in rows.columns else np.zeros(len(rows))
+           for f, c in zip(KERNEL_FEATURES, KERNEL_SHARE_COLUMNS)},
     }, index=rows.index)
 
 
@@ -116,16 +142,18 @@ def spec_known(rows: pd.DataFrame, names: tuple[str, ...]) -> np.ndarray:
 
 
 def hardware_features(rows: pd.DataFrame, wl: pd.DataFrame, wl_mean: np.ndarray, wl_scale: np.ndarray,
-                      names: tuple[str, ...] = HARDWARE_SETS["peak_bandwidth"]) -> np.ndarray:
+                      names: tuple[str, ...] = HARDWARE_SETS["peak_bandwidth"],
+                      descriptors: tuple[str, ...] = DESCRIPTORS) -> np.ndarray:
     """Hardware features ``names`` (of :data:`HARDWARE_FEATURES`) of ``rows`` (``wl``: their workload features;
-    standardised with the training workloads' ``wl_mean`` / ``wl_scale`` for the interactions). A GPU without an
+    standardised with the training workloads' ``wl_mean`` / ``wl_scale``, in the order of ``descriptors``, for the
+    interactions). A GPU without an
     SM count (column ``sms``) or L2 size (``l2_mb``) gets NaN in the SM or L2 features (:data:`SPEC_COLUMNS`)."""
     t = roofline_terms(rows.assign(precision="32"), 1.0)  # FP32 peak (module doc)
     flops = rows["flops_train_per_batch"].to_numpy(dtype=float)
     lp = np.log10(np.maximum(flops / np.maximum(t["compute_ms"].to_numpy(), 1e-30) / 1e6, 1e-9))
     lb = np.log10(np.maximum(rows["memory_bandwidth_gbps"].to_numpy(dtype=float), 1e-9))
     ls, ll2 = log_spec(rows, SPEC_COLUMNS["log_sms"]), log_spec(rows, SPEC_COLUMNS["log_l2"])
-    i_k, i_i = DESCRIPTORS.index("log_flops_per_layer"), DESCRIPTORS.index("log_intensity")
+    i_k, i_i = descriptors.index("log_flops_per_layer"), descriptors.index("log_intensity")
     zk = (wl["log_flops_per_layer"].to_numpy() - wl_mean[i_k]) / wl_scale[i_k]
     zi = (wl["log_intensity"].to_numpy() - wl_mean[i_i]) / wl_scale[i_i]
     cols = {"log_peak": lp, "log_bandwidth": lb, "log_peak_x_kernel": lp * zk, "log_bandwidth_x_kernel": lb * zk,
@@ -165,15 +193,16 @@ def neighbour_predict(rows: pd.DataFrame, params: dict[str, Any]) -> tuple[np.nd
     """(step ms, distance to the nearest measured workload, its index) of ``rows`` for frozen ``params``."""
     wl = workload_features(rows)
     wm, ws = np.asarray(params["wl_mean"], float), np.asarray(params["wl_scale"], float)
+    descs = list(params.get("descriptors") or DESCRIPTORS)  # files written before descriptor sets: the base ones
     nd = len(params.get("knn_features") or WORKLOAD_FEATURES)  # kNN / trend space: the first nd descriptors
-    z_raw = ((wl[list(DESCRIPTORS)].to_numpy(dtype=float) - wm) / ws)[:, :nd]
+    z_raw = ((wl[descs].to_numpy(dtype=float) - wm) / ws)[:, :nd]
     if "desc_min" in params:  # beyond the measured range (a larger batch or model) the efficiency - neighbours, trend
         # and hardware interactions alike - is that of the range's edge, so the time keeps growing with the roofline's work
-        wl[list(DESCRIPTORS)] = np.clip(wl[list(DESCRIPTORS)].to_numpy(dtype=float), np.asarray(params["desc_min"]),
-                                        np.asarray(params["desc_max"]))
-    z = ((wl[list(DESCRIPTORS)].to_numpy(dtype=float) - wm) / ws)[:, :nd]
+        wl[descs] = np.clip(wl[descs].to_numpy(dtype=float), np.asarray(params["desc_min"]),
+                            np.asarray(params["desc_max"]))
+    z = ((wl[descs].to_numpy(dtype=float) - wm) / ws)[:, :nd]
     names = tuple(params.get("hardware_features") or HARDWARE_SETS["peak_bandwidth"])
-    h = hardware_features(rows, wl, wm, ws, names) - np.asarray(params["hw_mean"], float)
+    h = hardware_features(rows, wl, wm, ws, names, tuple(descs)) - np.asarray(params["hw_mean"], float)
     train_z = np.asarray(params["train_z"], float)
     coef = params.get("trend_coef")
     residual = np.asarray(params["train_u"], float) - workload_trend(train_z, coef)
@@ -194,6 +223,8 @@ class FrozenNeighbour:
     @property
     def label(self) -> str:
         trend = " (ridge trend + neighbours' residuals)" if self.params.get("trend_coef") is not None else ""
+        if self.params.get("descriptor_set") == "kernel_mix":
+            trend += " in descriptors with the kernel mix"
         return (f"roofline x efficiency of the {self.params['k']} nearest measured workloads{trend}, log-linear in GPU "
                 f"peak / bandwidth ({self.params.get('trained_on', 'fitted')})")
 

@@ -12,9 +12,11 @@
    their rows' weights) of ``u`` on the standardised descriptors; a workload never measured takes the trend plus the
    kNN mean of the measured workloads' residuals ``u - trend`` (``trend="none"``: plain kNN of ``u``).
 
-``k`` and ``alpha`` are fixed a priori; :class:`NestedNeighbourStepTime` chooses the hardware feature set (with or
-without the SM count and the L2 cache size) by inner folds by GPU and the trend (ridge or none) by inner folds by
-model, on its training rows only. Rows whose GPU lacks a spec the chosen set uses (``sms``, ``l2_mb``: NaN) are left
+The descriptors (kNN and trend space) are a named set (``descriptors``: ``base``, or ``kernel_mix`` = also the shares
+of the forward FLOPs in 1x1, 3x3, depthwise and grouped convolutions). ``k`` and ``alpha`` are fixed a priori;
+:class:`NestedNeighbourStepTime` chooses the hardware feature set (with or without the SM count and the L2 cache
+size) by inner folds by GPU, then the trend (ridge or none) and the descriptor set together by inner folds by model,
+on its training rows only. Rows whose GPU lacks a spec the chosen set uses (``sms``, ``l2_mb``: NaN) are left
 out of that set's fit only. Every fit is deterministic. :meth:`NeighbourStepTime.to_json` freezes it for
 ``traintime predict`` (numpy-only prediction).
 """
@@ -29,7 +31,7 @@ from sklearn.base import BaseEstimator, RegressorMixin
 
 from traintime.chronos.efficiency_step import inner_group_choice
 from traintime.chronos.neighbour_frozen import (
-    DESCRIPTORS,
+    DESCRIPTOR_SETS,
     HARDWARE_SETS,
     FrozenNeighbour,
     hardware_features,
@@ -71,15 +73,23 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
     hardware : name of the hardware feature set (:data:`~traintime.chronos.neighbour_frozen.HARDWARE_SETS`).
     trend : ``"ridge"`` (a ridge trend of the workload efficiency in the descriptors, kNN on its residuals) or
         ``"none"`` (plain kNN); see the module doc.
+    descriptors : name of the descriptor set (:data:`~traintime.chronos.neighbour_frozen.DESCRIPTOR_SETS`).
     """
 
     def __init__(self, k: int = 5, alpha: float = 1.0, trained_on: str = "", hardware: str = "peak_bandwidth",
-                 trend: str = "ridge") -> None:
+                 trend: str = "ridge", descriptors: str = "base") -> None:
         self.k = k
         self.alpha = alpha
         self.trained_on = trained_on
         self.hardware = hardware
         self.trend = trend
+        self.descriptors = descriptors
+
+    def _descriptors(self) -> tuple[str, ...]:
+        if self.descriptors not in DESCRIPTOR_SETS:
+            raise SchemaError(f"neighbour model: descriptor set {self.descriptors!r} is unknown (use one of "
+                              f"{', '.join(DESCRIPTOR_SETS)})")
+        return DESCRIPTOR_SETS[self.descriptors]
 
     def _hardware(self) -> tuple[str, ...]:
         if self.hardware not in HARDWARE_SETS:
@@ -94,9 +104,10 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
         if len(y) != len(rows):
             raise SchemaError(f"step rows ({len(rows)}) and measured times ({len(y)}) differ in length")
         w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
+        descs = self._descriptors()
         wl = workload_features(rows)
         off = offset_ms(rows)
-        wv = wl[list(DESCRIPTORS)].to_numpy(dtype=float)
+        wv = wl[list(descs)].to_numpy(dtype=float)
         ok = (y > 0) & np.isfinite(off) & (off > 0) & np.isfinite(wv).all(axis=1)
         if ok.sum() < 2:
             raise SchemaError(f"neighbour step model: {int(ok.sum())} usable rows, need >= 2")
@@ -104,7 +115,7 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
         wl_mean = wv.mean(axis=0)
         wl_scale = wv.std(axis=0)
         wl_scale[wl_scale < 1e-9] = 1.0
-        h = hardware_features(rows, wl, wl_mean, wl_scale, self._hardware())
+        h = hardware_features(rows, wl, wl_mean, wl_scale, self._hardware(), descs)
         ok_h = np.isfinite(h).all(axis=1)
         if ok_h.sum() < 2:
             raise SchemaError(f"neighbour step model: {int(ok_h.sum())} usable rows have the GPU specs of hardware "
@@ -149,7 +160,8 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
         :meth:`predict` uses, so the fitted and the frozen model answer alike)."""
         self._check_fitted()
         return {"model": "neighbour", "k": int(self.k), "alpha": float(self.alpha), "hardware_set": self.hardware,
-                "trend": self.trend, "knn_features": list(DESCRIPTORS), "descriptors": list(DESCRIPTORS),
+                "trend": self.trend, "descriptor_set": self.descriptors, "knn_features": list(self._descriptors()),
+                "descriptors": list(self._descriptors()),
                 "hardware_features": list(self._hardware()), "beta": self.beta_.tolist(), "hw_mean": self.hw_mean_.tolist(),
                 "wl_mean": self.wl_mean_.tolist(), "wl_scale": self.wl_scale_.tolist(), "desc_min": self.desc_min_.tolist(),
                 "desc_max": self.desc_max_.tolist(), "train_z": self.train_z_.tolist(),
@@ -172,8 +184,8 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
 class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
     """:class:`NeighbourStepTime` whose settings are chosen *inside* ``fit`` on the training rows only
     (:func:`~traintime.chronos.efficiency_step.inner_group_choice`), then refitted on all of them: the hardware
-    feature set by inner ``GroupKFold`` by GPU (what moves a time between GPUs), then the trend by inner
-    ``GroupKFold`` by model (what a model nobody measured gets). An outer fold's test rows never take part. A hardware
+    feature set by inner ``GroupKFold`` by GPU (what moves a time between GPUs), then the trend and the descriptor set
+    together (every pair) by inner ``GroupKFold`` by model (what a model nobody measured gets). An outer fold's test rows never take part. A hardware
     candidate is tried only when every training row has the GPU specs it uses
     (:func:`~traintime.chronos.neighbour_frozen.spec_known`), so all candidates are scored on the same inner rows;
     the first candidate is always tried.
@@ -182,16 +194,18 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
     ----------
     candidates : hardware feature sets tried (:data:`~traintime.chronos.neighbour_frozen.HARDWARE_SETS`).
     trends : trends tried (``ridge``, ``none``; :class:`NeighbourStepTime`).
+    descriptor_sets : descriptor sets tried (:data:`~traintime.chronos.neighbour_frozen.DESCRIPTOR_SETS`).
     inner_splits : inner folds (at most the number of training GPUs / models).
     k, alpha, trained_on : passed to :class:`NeighbourStepTime`.
     """
 
     def __init__(self, candidates: tuple[str, ...] = ("peak_bandwidth", "peak_bandwidth_sms", "peak_bandwidth_l2",
                                                       "peak_bandwidth_sms_l2"),
-                 trends: tuple[str, ...] = ("ridge", "none"), inner_splits: int = 3, k: int = 5, alpha: float = 1.0,
-                 trained_on: str = "") -> None:
+                 trends: tuple[str, ...] = ("ridge", "none"), descriptor_sets: tuple[str, ...] = ("base", "kernel_mix"),
+                 inner_splits: int = 3, k: int = 5, alpha: float = 1.0, trained_on: str = "") -> None:
         self.candidates = candidates
         self.trends = trends
+        self.descriptor_sets = descriptor_sets
         self.inner_splits = inner_splits
         self.k = k
         self.alpha = alpha
@@ -204,18 +218,21 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
         self.best_, self.inner_mape_ = inner_group_choice(
             lambda cand: NeighbourStepTime(k=self.k, alpha=self.alpha, hardware=cand), tried,
             self.inner_splits, rows, y, sample_weight, group="gpu")
-        self.best_trend_, self.inner_trend_mape_ = inner_group_choice(
-            lambda t: NeighbourStepTime(k=self.k, alpha=self.alpha, hardware=self.best_, trend=t), self.trends,
-            self.inner_splits, rows, y, sample_weight, group="model")
+        pairs = {f"{t}, {d}": (t, d) for t in self.trends for d in self.descriptor_sets}
+        best, self.inner_trend_mape_ = inner_group_choice(
+            lambda c: NeighbourStepTime(k=self.k, alpha=self.alpha, hardware=self.best_, trend=pairs[c][0],
+                                        descriptors=pairs[c][1]), tuple(pairs), self.inner_splits, rows, y,
+            sample_weight, group="model")
+        self.best_trend_, self.best_descriptors_ = pairs[best]
         self.model_ = NeighbourStepTime(k=self.k, alpha=self.alpha, trained_on=self.trained_on, hardware=self.best_,
-                                        trend=self.best_trend_)
+                                        trend=self.best_trend_, descriptors=self.best_descriptors_)
         self.model_.fit(rows, y, sample_weight)
         return self
 
     @property
     def choice_(self) -> str:
-        """The inner folds' choice, e.g. ``peak_bandwidth, trend ridge``."""
-        return f"{self.best_}, trend {self.best_trend_}"
+        """The inner folds' choice, e.g. ``peak_bandwidth, trend ridge, descriptors kernel_mix``."""
+        return f"{self.best_}, trend {self.best_trend_}, descriptors {self.best_descriptors_}"
 
     def predict(self, rows: pd.DataFrame) -> np.ndarray:
         if not hasattr(self, "model_"):
@@ -224,5 +241,5 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
 
     def to_json(self) -> dict[str, Any]:
         return {**self.model_.to_json(), "selection": {
-            "inner_splits": self.inner_splits, "by": "GroupKFold by GPU (hardware set), then by model (trend)",
+            "inner_splits": self.inner_splits, "by": "GroupKFold by GPU (hardware set), then by model (trend and descriptor set)",
             "inner_weighted_mape_pct": self.inner_mape_, "inner_trend_weighted_mape_pct": self.inner_trend_mape_}}

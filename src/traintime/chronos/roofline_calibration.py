@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from traintime.chronos.conformal import SplitConformal, grouped_coverage
+from traintime.chronos.neighbour_frozen import SPEC_COLUMNS, kernel_shares
 from traintime.chronos.roofline_step import RooflineStepTime
 from traintime.core.metrics import mape
 
@@ -44,7 +45,7 @@ def iteration_step_rows(table: pd.DataFrame, specs: pd.DataFrame) -> pd.DataFram
         t = t[t["status"] == "ok"]
     t["measured_ms"], t.attrs["measured"] = measured_compute_ms(t)
     t = t[t["measured_ms"].gt(0)]
-    spec_cols = ["fp32_gflops", "fp16_gflops", "memory_bandwidth_gbps"] + [c for c in ("sms", "l2_mb")
+    spec_cols = ["fp32_gflops", "fp16_gflops", "memory_bandwidth_gbps"] + [c for c in SPEC_COLUMNS.values()
                                                                            if c in specs.columns]
     t = t.drop(columns=[c for c in spec_cols if c in t.columns])
     t = t.merge(specs[["gpu", *spec_cols]].drop_duplicates("gpu"), on="gpu", how="inner")
@@ -55,6 +56,8 @@ def iteration_step_rows(table: pd.DataFrame, specs: pd.DataFrame) -> pd.DataFram
     for c in ("param_bytes", "optimizer_state_bytes", "flops_train_per_batch"):
         t[c] = pd.to_numeric(t.get(c), errors="coerce")
     t["grad_bytes"] = pd.to_numeric(t["grad_bytes"], errors="coerce") if "grad_bytes" in t.columns else t["param_bytes"]
+    for c, v in kernel_shares(t).items():  # the release's forward FLOPs are its hook total: the fractions are shares
+        t[c] = v
     out = t.dropna(subset=["flops_train_per_batch", "param_bytes", "memory_bandwidth_gbps", "fp32_gflops"])
     out.attrs["measured"] = measured_compute_ms(table)[1]
     return out
