@@ -155,3 +155,28 @@ def test_frozen_step_model_missing_file_is_one_line(tmp_path, name) -> None:
     with pytest.raises(DataUnavailableError, match=f"{name}_model.json") as exc:
         default_step_model(tmp_path, tmp_path, "CNN", gpu_database(None), 0.9, None, name)
     assert "\n" not in str(exc.value)
+
+
+def test_leave_one_generation_out_chooses_the_hardware_terms_by_inner_folds_of_generations() -> None:
+    from traintime.chronos.neighbour_step import NestedNeighbourStepTime
+    from traintime.predict_step_grouped import grouped_predictions
+
+    groups: list[tuple[str, frozenset[str]]] = []
+
+    class SpyNested(NestedNeighbourStepTime):
+        """Records the inner grouping and the generations of the rows it is fitted on."""
+
+        def fit(self, rows, y_ms, sample_weight=None):  # type: ignore[override]
+            groups.append((self.inner_group, frozenset(rows["generation"])))
+            return super().fit(rows, y_ms, sample_weight)
+
+    rng = np.random.default_rng(1)
+    traces = _rows(["RTX 3080", "RTX 3090", "RTX 4080", "RTX 4090", "RTX 5080", "RTX 5090"],
+                   [f"m{i}" for i in range(1, 7)], rng)
+    chronos = _rows(["T4", "V100", "A100"], ["c1", "c2", "c3"], rng)
+    data = both_sources(traces, chronos)
+    grouped_predictions(data, None, factory=SpyEfficiency, neighbour_factory=SpyNested)
+    by_generation = [g for grp, g in groups if grp == "generation"]
+    assert len(by_generation) == 3  # one fit per held-out generation, each without it
+    assert sorted(len({"Ampere", "Ada", "Blackwell"} - g) for g in by_generation) == [1, 1, 1]
+    assert all(grp == "gpu" for grp, g in groups if g >= {"Ampere", "Ada", "Blackwell"})  # every other protocol

@@ -12,7 +12,8 @@ Protocols (outer folds only; nothing is chosen on a held-out fold; every fit is 
 Methods
     ``efficiency`` (:class:`traintime.chronos.efficiency_step.NestedEfficiencyStepTime`, one model fitted on the
     training part of both sources, each source weighted equally; its feature set, ``base`` or ``kernel``, is
-    chosen by inner GroupKFold-by-GPU on that training part only), ``efficiency_chronos_only`` (the same fitted on
+    chosen by inner GroupKFold-by-GPU on that training part only - by GPU generation on ``traces LOGenO``, whose
+    outer folds hold out generations: :data:`INNER_GROUP`), ``efficiency_chronos_only`` (the same fitted on
     the CHRONOS part of the training fold only; run on CHRONOS LOGO and the external check, since on the other
     trace folds its training data, all of CHRONOS, is that of the external check), ``neighbour`` and
     ``neighbour_chronos_only`` (:class:`traintime.chronos.neighbour_step.NestedNeighbourStepTime`, the same way; its
@@ -39,6 +40,9 @@ from traintime.predict_public_eval import (
 )
 
 KEY = ["model", "img_px", "batch_size", "precision"]
+#: column the inner folds of a learned model's hardware choice are grouped by, per protocol (default ``gpu``): a
+#: protocol that holds out a whole GPU generation chooses by holding out generations inside its training part too
+INNER_GROUP: dict[str, str] = {"traces LOGenO": "generation"}
 
 
 def trace_step_rows(subset: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataFrame:
@@ -130,7 +134,10 @@ def grouped_predictions(data: pd.DataFrame, calibration: dict[str, Any] | None,
             only_ch = train & (src == "chronos")
             for name, make in learned.items():
                 if not external:
-                    m = make().fit(data[train], y[train], sample_weight=source_weights(src[train]))
+                    m = make()
+                    if "inner_group" in m.get_params():  # inner folds of the outer protocol's kind
+                        m.set_params(inner_group=INNER_GROUP.get(proto, "gpu"))
+                    m.fit(data[train], y[train], sample_weight=source_weights(src[train]))
                     methods[name] = m.predict(data.iloc[idx])
                     if hasattr(m, "best_"):
                         per = choices.setdefault(name, {}).setdefault(proto, {})
@@ -277,7 +284,7 @@ def markdown_grouped(summary: pd.DataFrame, cov: pd.DataFrame, skipped: list[str
              "batch 16 + 64; CHRONOS: the release's compute_time_ms. `efficiency` and `neighbour` are fitted on the "
              "training part of both sources (equal weight per source), `*_chronos_only` on its CHRONOS part only. "
              "The feature set of `efficiency` (base / kernel) is chosen inside each outer fold by inner 3-fold "
-             "GroupKFold by GPU on the training part; `neighbour` (hardware log-linear; a workload never measured takes a "
+             "GroupKFold by GPU (by GPU generation on traces LOGenO) on the training part; `neighbour` (hardware log-linear; a workload never measured takes a "
              "ridge trend in its descriptors plus the residuals of its k = 5 nearest measured workloads) chooses its "
              "hardware features (with or without the SM count and the L2 size) the same way, and the trend (ridge or "
              "none) together with its descriptors (base, or also the kernel mix: shares of the forward FLOPs in 1x1, "

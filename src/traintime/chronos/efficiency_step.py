@@ -169,20 +169,23 @@ class NestedEfficiencyStepTime(RegressorMixin, BaseEstimator):
     candidates : feature-set names tried (:data:`~traintime.chronos.efficiency_frozen.FEATURE_SETS`).
     inner_splits : inner folds (at most the number of training GPUs).
     alpha, trained_on : passed to :class:`EfficiencyStepTime`.
+    inner_group : column the inner folds are grouped by (``gpu``; ``generation`` when the outer folds hold out whole
+        GPU generations, so that the inner split is of the same kind as the outer one).
     """
 
     def __init__(self, candidates: tuple[str, ...] = ("base", "kernel"), inner_splits: int = 3, alpha: float = 0.01,
-                 trained_on: str = "") -> None:
+                 trained_on: str = "", inner_group: str = "gpu") -> None:
         self.candidates = candidates
         self.inner_splits = inner_splits
         self.alpha = alpha
         self.trained_on = trained_on
+        self.inner_group = inner_group
 
     def fit(self, rows: pd.DataFrame, y_ms: Any, sample_weight: Any = None) -> NestedEfficiencyStepTime:
         y = np.asarray(y_ms, dtype=float)
         self.best_, self.inner_mape_ = inner_group_choice(
             lambda cand: EfficiencyStepTime(alpha=self.alpha, features=cand), self.candidates, self.inner_splits,
-            rows, y, sample_weight)
+            rows, y, sample_weight, group=self.inner_group)
         self.model_ = EfficiencyStepTime(alpha=self.alpha, trained_on=self.trained_on, features=self.best_)
         self.model_.fit(rows, y, sample_weight)
         return self
@@ -193,5 +196,6 @@ class NestedEfficiencyStepTime(RegressorMixin, BaseEstimator):
         return self.model_.predict(rows)
 
     def to_json(self) -> dict[str, Any]:
-        return {**self.model_.to_json(), "selection": {"inner_splits": self.inner_splits, "by": "GroupKFold by GPU",
+        return {**self.model_.to_json(), "selection": {"inner_splits": self.inner_splits,
+                                                       "by": f"GroupKFold by {self.inner_group}",
                                                        "inner_weighted_mape_pct": self.inner_mape_}}

@@ -197,12 +197,16 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
     descriptor_sets : descriptor sets tried (:data:`~traintime.chronos.neighbour_frozen.DESCRIPTOR_SETS`).
     inner_splits : inner folds (at most the number of training GPUs / models).
     k, alpha, trained_on : passed to :class:`NeighbourStepTime`.
+    inner_group : column the inner folds of the hardware choice are grouped by (``gpu``; ``generation`` when the outer
+        folds hold out whole GPU generations: the inner split of the same kind as the outer one).
     """
 
     def __init__(self, candidates: tuple[str, ...] = ("peak_bandwidth", "peak_bandwidth_sms", "peak_bandwidth_l2",
                                                       "peak_bandwidth_sms_l2"),
                  trends: tuple[str, ...] = ("ridge", "none"), descriptor_sets: tuple[str, ...] = ("base", "kernel_mix"),
-                 inner_splits: int = 3, k: int = 5, alpha: float = 1.0, trained_on: str = "") -> None:
+                 inner_splits: int = 3, k: int = 5, alpha: float = 1.0, trained_on: str = "",
+                 inner_group: str = "gpu") -> None:
+        self.inner_group = inner_group
         self.candidates = candidates
         self.trends = trends
         self.descriptor_sets = descriptor_sets
@@ -217,7 +221,7 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
                       if i == 0 or spec_known(rows, HARDWARE_SETS.get(c, ())).all())
         self.best_, self.inner_mape_ = inner_group_choice(
             lambda cand: NeighbourStepTime(k=self.k, alpha=self.alpha, hardware=cand), tried,
-            self.inner_splits, rows, y, sample_weight, group="gpu")
+            self.inner_splits, rows, y, sample_weight, group=self.inner_group)
         pairs = {f"{t}, {d}": (t, d) for t in self.trends for d in self.descriptor_sets}
         best, self.inner_trend_mape_ = inner_group_choice(
             lambda c: NeighbourStepTime(k=self.k, alpha=self.alpha, hardware=self.best_, trend=pairs[c][0],
@@ -241,5 +245,5 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
 
     def to_json(self) -> dict[str, Any]:
         return {**self.model_.to_json(), "selection": {
-            "inner_splits": self.inner_splits, "by": "GroupKFold by GPU (hardware set), then by model (trend and descriptor set)",
+            "inner_splits": self.inner_splits, "by": f"GroupKFold by {self.inner_group} (hardware set), then by model (trend and descriptor set)",
             "inner_weighted_mape_pct": self.inner_mape_, "inner_trend_weighted_mape_pct": self.inner_trend_mape_}}
