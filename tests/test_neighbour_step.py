@@ -88,7 +88,7 @@ def test_frozen_json_round_trip_predicts_the_same_and_clone_keeps_params() -> No
     np.testing.assert_allclose(frozen.predict(test), m.predict(test), rtol=1e-5)
     assert "3 nearest measured workloads" in frozen.label and "synthetic" in frozen.label
     assert clone(m).get_params() == {"k": 3, "alpha": 1.0, "trained_on": "synthetic", "hardware": "peak_bandwidth",
-                                     "trend": "ridge", "descriptors": "base"}
+                                     "trend": "ridge", "descriptors": "base", "slopes": None}
 
 
 def test_unfitted_and_too_few_rows_raise_clear_errors() -> None:
@@ -157,7 +157,7 @@ def test_ridge_trend_carries_a_drift_that_plain_neighbours_miss_and_the_nested_f
     assert err["ridge"] < 0.5 * err["none"], err
     nested = NestedNeighbourStepTime(alpha=0.0, candidates=("peak_bandwidth",)).fit(train, drifting_ms(train))
     assert nested.best_trend_ == "ridge", nested.inner_trend_mape_
-    assert nested.choice_ == f"peak_bandwidth, trend ridge, descriptors {nested.best_descriptors_}"
+    assert nested.choice_.startswith("peak_bandwidth, slopes ") and ", trend ridge, descriptors " in nested.choice_
     with pytest.raises(SchemaError, match="trend 'linear'"):
         NeighbourStepTime(trend="linear").fit(train, drifting_ms(train))
 
@@ -268,3 +268,26 @@ def test_kernel_shares_rescale_hook_fractions_and_treat_missing_as_zero() -> Non
     assert shares["flops_share_1x1"] == 0.0 and shares["flops_share_3x3"] == 0.0
     frame = pd.DataFrame({"flops_3x3_frac": [0.5, None, 2.0]})
     np.testing.assert_allclose(kernel_shares(frame)["flops_share_3x3"], [0.5, 0.0, 1.0])
+
+
+def sloped_ms(rows: pd.DataFrame) -> np.ndarray:
+    """Known law (synthetic): workload m2 gains twice as much from memory bandwidth as the others."""
+    lb = np.log10(rows["memory_bandwidth_gbps"].to_numpy() / 600.0)
+    return true_ms(rows) * 10 ** np.where(rows["model"].eq("m2").to_numpy(), -0.8 * lb, 0.0)
+
+
+def test_per_workload_slopes_carry_a_workload_own_bandwidth_sensitivity_to_an_unseen_gpu() -> None:
+    train = synthetic_rows(list(range(6)), ["A", "B", "C", "D", "F"])
+    test = synthetic_rows([2], ["E"])  # the fastest memory, never seen; workload m2 measured elsewhere
+    err = {s: np.abs(NeighbourStepTime(alpha=0.0, slopes=s).fit(train, sloped_ms(train)).predict(test)
+                     / sloped_ms(test) - 1).max() for s in (None, 0.1)}
+    assert err[0.1] < 0.5 * err[None], err
+    m = NeighbourStepTime(alpha=0.0, slopes=0.1).fit(train, sloped_ms(train))
+    frozen = FrozenNeighbour(json.loads(json.dumps(m.to_json())))
+    np.testing.assert_allclose(frozen.predict(test), m.predict(test), rtol=1e-6)
+    unseen = synthetic_rows([6], ["E"])  # never measured: no slope of its own, the shared law
+    np.testing.assert_allclose(m.predict(unseen), NeighbourStepTime(alpha=0.0).fit(train, sloped_ms(train))
+                               .predict(unseen), rtol=0.05)
+    nested = NestedNeighbourStepTime(alpha=0.0, candidates=("peak_bandwidth",)).fit(train, sloped_ms(train))
+    assert nested.best_slopes_ is not None, nested.inner_slopes_mape_
+    assert set(nested.inner_slopes_mape_) == {"off", "1", "3", "10"}

@@ -16,6 +16,8 @@ The model (fitted by :class:`traintime.chronos.neighbour_step.NeighbourStepTime`
   of the L2 cache size, also times the intensity. ``beta`` is estimated *within* workloads (how one workload's time changes from GPU
   to GPU), so the model is log-linear - smooth - in the hardware axes: a new card moves the answer
   continuously instead of jumping a tier as tree splits on spec values do;
+* optionally (``slopes``) a measured workload's own deviation ``gamma`` from the coefficients of log peak and log
+  bandwidth, ridge-shrunk toward 0 and fitted on its rows only: ``+ (h - h_mean(workload))[:2] . gamma``;
 * ``u``: the workload's own log efficiency relative to that physics, the mean residual of its measured rows.
   A workload that was measured on some GPU uses its own ``u``; any other workload takes ``trend(z)`` plus the
   distance-weighted mean residual ``u - trend`` of its ``k`` nearest measured workloads, ``z`` being its standardised
@@ -173,7 +175,8 @@ def neighbour_u(z: np.ndarray, train_z: np.ndarray, train_u: np.ndarray,
     inv = np.asarray(inv).reshape(-1)
     d = np.sqrt(np.maximum((uz ** 2).sum(1)[:, None] + (train_z ** 2).sum(1)[None, :] - 2 * uz @ train_z.T, 0.0))
     kk = min(int(k), train_z.shape[0])
-    near = np.argsort(d, axis=1, kind="stable")[:, :kk]
+    near = np.argpartition(d, kk - 1, axis=1)[:, :kk] if kk < d.shape[1] else np.tile(np.arange(kk), (len(d), 1))
+    near = np.take_along_axis(near, np.argsort(np.take_along_axis(d, near, axis=1), axis=1, kind="stable"), axis=1)
     dn = np.take_along_axis(d, near, axis=1)
     dn[dn < 1e-6] = 0.0  # the expanded form leaves round-off where the workload itself was measured
     w = 1.0 / (dn ** 2 + 1e-12)
@@ -208,7 +211,12 @@ def neighbour_predict(rows: pd.DataFrame, params: dict[str, Any]) -> tuple[np.nd
     residual = np.asarray(params["train_u"], float) - workload_trend(train_z, coef)
     r, _, nearest = neighbour_u(z, train_z, residual, int(params["k"]))
     dist = np.sqrt(((z_raw - train_z[nearest]) ** 2).sum(axis=1))  # unclipped: outside the range = not measured
-    return offset_ms(rows) * np.exp(h @ np.asarray(params["beta"], float) + workload_trend(z, coef) + r), dist, nearest
+    log_t = h @ np.asarray(params["beta"], float) + workload_trend(z, coef) + r
+    if params.get("train_gamma") is not None:  # a measured workload's own deviation from beta in log peak / bandwidth
+        seen = dist < 1e-6
+        gam, hm = np.asarray(params["train_gamma"], float), np.asarray(params["train_hmean"], float)
+        log_t[seen] += ((h[seen, :2] - hm[nearest[seen]]) * gam[nearest[seen]]).sum(axis=1)
+    return offset_ms(rows) * np.exp(log_t), dist, nearest
 
 
 class FrozenNeighbour:

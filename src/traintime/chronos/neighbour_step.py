@@ -52,6 +52,27 @@ def workload_ids(rows: pd.DataFrame) -> np.ndarray:
     return rows.groupby(list(WORKLOAD_KEY), sort=True, dropna=False).ngroup().to_numpy()
 
 
+def _workload_slopes(ids: np.ndarray, n_w: int, h2: np.ndarray, hd2: np.ndarray, e: np.ndarray,
+                     strength: float | None) -> tuple[np.ndarray | None, np.ndarray | None]:
+    """(gamma, h mean) per workload: the ridge regression (strength ``strength``, unweighted within a workload) of its
+    rows' residuals ``e`` on their within-workload-centred log peak and log bandwidth ``hd2``, and the workload's mean
+    of ``h2``; zero slopes for a workload with fewer than 3 rows. None, None when ``strength`` is None."""
+    if strength is None:
+        return None, None
+    n = np.bincount(ids, minlength=n_w).astype(float)
+    s11, s12, s22 = (np.bincount(ids, weights=a * b, minlength=n_w) for a, b in
+                     ((hd2[:, 0], hd2[:, 0]), (hd2[:, 0], hd2[:, 1]), (hd2[:, 1], hd2[:, 1])))
+    b1, b2 = np.bincount(ids, weights=hd2[:, 0] * e, minlength=n_w), np.bincount(ids, weights=hd2[:, 1] * e,
+                                                                                   minlength=n_w)
+    a11, a22 = s11 + float(strength), s22 + float(strength)
+    det = a11 * a22 - s12 ** 2
+    with np.errstate(invalid="ignore", divide="ignore"):
+        g = np.column_stack([(a22 * b1 - s12 * b2) / det, (a11 * b2 - s12 * b1) / det])
+    g[(n < 3) | ~np.isfinite(g).all(axis=1)] = 0.0
+    hm = np.column_stack([np.bincount(ids, weights=h2[:, j], minlength=n_w) / np.maximum(n, 1) for j in range(2)])
+    return g, hm
+
+
 def _ridge_trend(z: np.ndarray, u: np.ndarray, weight: np.ndarray, strength: float = 1.0) -> np.ndarray:
     """Coefficients ``[c0, c...]`` of the weighted ridge regression of ``u`` on ``z`` (intercept not penalised)."""
     x = np.column_stack([np.ones(len(z)), z])
@@ -74,10 +95,14 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
     trend : ``"ridge"`` (a ridge trend of the workload efficiency in the descriptors, kNN on its residuals) or
         ``"none"`` (plain kNN); see the module doc.
     descriptors : name of the descriptor set (:data:`~traintime.chronos.neighbour_frozen.DESCRIPTOR_SETS`).
+    slopes : ridge strength of each measured workload's own deviation from the coefficients of log peak and log
+        bandwidth (fitted on its rows' residuals, shrunk toward 0; needs >= 3 rows), or None (off: every workload
+        shares ``beta``). A workload never measured has no deviation.
     """
 
     def __init__(self, k: int = 5, alpha: float = 1.0, trained_on: str = "", hardware: str = "peak_bandwidth",
-                 trend: str = "ridge", descriptors: str = "base") -> None:
+                 trend: str = "ridge", descriptors: str = "base", slopes: float | None = None) -> None:
+        self.slopes = slopes
         self.k = k
         self.alpha = alpha
         self.trained_on = trained_on
@@ -139,8 +164,11 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
         lhs = np.vstack([hd * sw[:, None], np.sqrt(float(self.alpha) * 1e-3) * np.eye(k)])
         beta = np.linalg.lstsq(lhs, np.concatenate([rd * sw, np.zeros(k)]), rcond=None)[0]  # min-norm if collinear
         u = np.bincount(ids, weights=w * (r - h @ beta), minlength=n_w) / wsum
+        self.train_gamma_, self.train_hmean_ = _workload_slopes(ids, n_w, h[:, :2], hd[:, :2], r - h @ beta - u[ids],
+                                                                self.slopes)
         z = (wv - wl_mean) / wl_scale
-        train_z = np.vstack([z[ids == i].mean(axis=0) for i in range(n_w)])
+        count = np.maximum(np.bincount(ids, minlength=n_w), 1)
+        train_z = np.column_stack([np.bincount(ids, weights=z[:, j], minlength=n_w) / count for j in range(z.shape[1])])
         self.trend_coef_ = _ridge_trend(train_z, u, wsum) if self.trend == "ridge" else None
         first = np.unique(ids, return_index=True)[1]
         self.train_source_ = (rows["source"].astype(str).to_numpy()[first].tolist() if "source" in rows.columns
@@ -167,6 +195,9 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
                 "desc_max": self.desc_max_.tolist(), "train_z": self.train_z_.tolist(),
                 "train_u": self.train_u_.tolist(),
                 "trend_coef": None if self.trend_coef_ is None else self.trend_coef_.tolist(),
+                "slopes": self.slopes,
+                "train_gamma": None if self.train_gamma_ is None else np.round(self.train_gamma_, 8).tolist(),
+                "train_hmean": None if self.train_hmean_ is None else np.round(self.train_hmean_, 8).tolist(),
                 "train_source": self.train_source_, "rows": self.n_rows_, "workloads": self.n_workloads_,
                 "trained_on": self.trained_on}
 
@@ -184,7 +215,8 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
 class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
     """:class:`NeighbourStepTime` whose settings are chosen *inside* ``fit`` on the training rows only
     (:func:`~traintime.chronos.efficiency_step.inner_group_choice`), then refitted on all of them: the hardware
-    feature set by inner ``GroupKFold`` by GPU (what moves a time between GPUs), then the trend and the descriptor set
+    feature set by inner ``GroupKFold`` by GPU (what moves a time between GPUs), then by the same folds the strength of
+    the per-workload slopes (``slopes``; None = off), then the trend and the descriptor set
     together (every pair) by inner ``GroupKFold`` by model (what a model nobody measured gets). An outer fold's test rows never take part. A hardware
     candidate is tried only when every training row has the GPU specs it uses
     (:func:`~traintime.chronos.neighbour_frozen.spec_known`), so all candidates are scored on the same inner rows;
@@ -195,6 +227,7 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
     candidates : hardware feature sets tried (:data:`~traintime.chronos.neighbour_frozen.HARDWARE_SETS`).
     trends : trends tried (``ridge``, ``none``; :class:`NeighbourStepTime`).
     descriptor_sets : descriptor sets tried (:data:`~traintime.chronos.neighbour_frozen.DESCRIPTOR_SETS`).
+    slopes : strengths of the per-workload slopes tried (None = off; :class:`NeighbourStepTime`).
     inner_splits : inner folds (at most the number of training GPUs / models).
     k, alpha, trained_on : passed to :class:`NeighbourStepTime`.
     inner_group : column the inner folds of the hardware choice are grouped by (``gpu``; ``generation`` when the outer
@@ -205,8 +238,9 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
                                                       "peak_bandwidth_sms_l2"),
                  trends: tuple[str, ...] = ("ridge", "none"), descriptor_sets: tuple[str, ...] = ("base", "kernel_mix"),
                  inner_splits: int = 3, k: int = 5, alpha: float = 1.0, trained_on: str = "",
-                 inner_group: str = "gpu") -> None:
+                 inner_group: str = "gpu", slopes: tuple[float | None, ...] = (None, 1.0, 3.0, 10.0)) -> None:
         self.inner_group = inner_group
+        self.slopes = slopes
         self.candidates = candidates
         self.trends = trends
         self.descriptor_sets = descriptor_sets
@@ -222,6 +256,11 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
         self.best_, self.inner_mape_ = inner_group_choice(
             lambda cand: NeighbourStepTime(k=self.k, alpha=self.alpha, hardware=cand), tried,
             self.inner_splits, rows, y, sample_weight, group=self.inner_group)
+        strengths = {"off" if v is None else f"{float(v):g}": v for v in self.slopes}
+        best_s, self.inner_slopes_mape_ = inner_group_choice(
+            lambda c: NeighbourStepTime(k=self.k, alpha=self.alpha, hardware=self.best_, slopes=strengths[c]),
+            tuple(strengths), self.inner_splits, rows, y, sample_weight, group=self.inner_group)
+        self.best_slopes_ = strengths[best_s]
         pairs = {f"{t}, {d}": (t, d) for t in self.trends for d in self.descriptor_sets}
         best, self.inner_trend_mape_ = inner_group_choice(
             lambda c: NeighbourStepTime(k=self.k, alpha=self.alpha, hardware=self.best_, trend=pairs[c][0],
@@ -229,14 +268,16 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
             sample_weight, group="model")
         self.best_trend_, self.best_descriptors_ = pairs[best]
         self.model_ = NeighbourStepTime(k=self.k, alpha=self.alpha, trained_on=self.trained_on, hardware=self.best_,
-                                        trend=self.best_trend_, descriptors=self.best_descriptors_)
+                                        trend=self.best_trend_, descriptors=self.best_descriptors_,
+                                        slopes=self.best_slopes_)
         self.model_.fit(rows, y, sample_weight)
         return self
 
     @property
     def choice_(self) -> str:
         """The inner folds' choice, e.g. ``peak_bandwidth, trend ridge, descriptors kernel_mix``."""
-        return f"{self.best_}, trend {self.best_trend_}, descriptors {self.best_descriptors_}"
+        slopes = "off" if self.best_slopes_ is None else f"{float(self.best_slopes_):g}"
+        return f"{self.best_}, slopes {slopes}, trend {self.best_trend_}, descriptors {self.best_descriptors_}"
 
     def predict(self, rows: pd.DataFrame) -> np.ndarray:
         if not hasattr(self, "model_"):
@@ -245,5 +286,7 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
 
     def to_json(self) -> dict[str, Any]:
         return {**self.model_.to_json(), "selection": {
-            "inner_splits": self.inner_splits, "by": f"GroupKFold by {self.inner_group} (hardware set), then by model (trend and descriptor set)",
+            "inner_splits": self.inner_splits,
+            "by": f"GroupKFold by {self.inner_group} (hardware set, then per-workload slopes), then by model (trend and "
+                  "descriptor set)", "inner_slopes_weighted_mape_pct": self.inner_slopes_mape_,
             "inner_weighted_mape_pct": self.inner_mape_, "inner_trend_weighted_mape_pct": self.inner_trend_mape_}}
