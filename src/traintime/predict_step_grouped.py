@@ -284,12 +284,13 @@ def markdown_grouped(summary: pd.DataFrame, cov: pd.DataFrame, skipped: list[str
              "batch 16 + 64; CHRONOS: the release's compute_time_ms. `efficiency` and `neighbour` are fitted on the "
              "training part of both sources (equal weight per source), `*_chronos_only` on its CHRONOS part only. "
              "The feature set of `efficiency` (base / kernel) is chosen inside each outer fold by inner 3-fold "
-             "GroupKFold by GPU (by GPU generation on traces LOGenO) on the training part; `neighbour` (hardware log-linear; a workload never measured takes a "
-             "ridge trend in its descriptors plus the residuals of its k = 5 nearest measured workloads) chooses its "
-             "hardware features (with or without the SM count and the L2 size) and the ridge strength of per-workload "
-             "slopes in log peak / bandwidth (off, 1, 3, 10) the same way, and the trend (ridge or "
-             "none) together with its descriptors (base, or also the kernel mix: shares of the forward FLOPs in 1x1, "
-             "3x3, depthwise and grouped convolutions) by inner 3-fold GroupKFold by model. "
+             "GroupKFold by GPU (by GPU generation on traces LOGenO) on the training part; `neighbour` (hardware "
+             "log-linear; a workload never measured takes a ridge trend in its descriptors plus the residuals of its "
+             "k = 5 nearest measured workloads) chooses its hardware features (with or without the SM count and the "
+             "L2 size) and the ridge strength of per-workload slopes in log peak / bandwidth (off, 1, 3, 10) the same "
+             "way, and the trend (ridge or none) together with its descriptors (base, or also the kernel mix: shares "
+             "of the forward FLOPs in 1x1, 3x3, depthwise and grouped convolutions) by inner 3-fold GroupKFold by "
+             "model. "
              "`roofline_calibrated` is predict's roofline (CHRONOS only), "
              "`roofline_assumed` fits nothing. Every fit is deterministic (no seeds). `traces external`: fitted on "
              "all of CHRONOS, scored on every trace row. Wall time: results/tables/dag_cost.csv.", "",
@@ -310,7 +311,8 @@ def markdown_grouped(summary: pd.DataFrame, cov: pd.DataFrame, skipped: list[str
         lines.append(f"| {c.quantity}, {c.variant} | {c.rows} | {c.groups} | {c.nominal_coverage:.0%} | "
                      f"{c.measured_coverage:.1%} | {f} |")
     lines.append("")
-    for name, keys in [("efficiency", ("feature_set",)), ("neighbour", ("hardware_set", "trend", "descriptor_set"))]:
+    for name, keys in [("efficiency", ("feature_set",)), ("neighbour", ("hardware_set", "slopes", "trend",
+                                                                               "descriptor_set"))]:
         choices = frozen[name].get("outer_fold_feature_sets")
         if choices:
             lines += [f"Feature set of `{name}` chosen by the inner CV (outer folds): " + "; ".join(

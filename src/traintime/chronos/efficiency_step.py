@@ -12,7 +12,7 @@ for ``traintime predict`` (numpy-only prediction, no scikit-learn on the ``--no-
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -55,10 +55,7 @@ class EfficiencyStepTime(RegressorMixin, BaseEstimator):
         self.features = features
 
     def _features(self) -> tuple[str, ...]:
-        if self.features not in FEATURE_SETS:
-            raise SchemaError(f"efficiency model: feature set {self.features!r} is unknown (use one of "
-                              f"{', '.join(FEATURE_SETS)})")
-        return FEATURE_SETS[self.features]
+        return named_set(FEATURE_SETS, self.features, "efficiency model: feature set")
 
     def fit(self, rows: pd.DataFrame, y_ms: Any, sample_weight: Any = None) -> EfficiencyStepTime:
         from scipy.optimize import least_squares
@@ -130,6 +127,13 @@ class EfficiencyStepTime(RegressorMixin, BaseEstimator):
 
     def frozen(self) -> FrozenEfficiency:
         return FrozenEfficiency(self.to_json())
+
+
+def named_set(sets: Mapping[str, tuple[str, ...]], name: str, what: str) -> tuple[str, ...]:
+    """``sets[name]``; an unknown name raises :class:`SchemaError` ``"<what> '<name>' is unknown (use one of ...)"``."""
+    if name not in sets:
+        raise SchemaError(f"{what} {name!r} is unknown (use one of {', '.join(sets)})")
+    return sets[name]
 
 
 def inner_group_choice(make: Callable[[str], Any], candidates: tuple[str, ...], inner_splits: int, rows: pd.DataFrame,

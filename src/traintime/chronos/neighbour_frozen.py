@@ -24,9 +24,10 @@ The model (fitted by :class:`traintime.chronos.neighbour_step.NeighbourStepTime`
   hardware-free descriptors (:data:`DESCRIPTORS`: FLOPs, activations and work per layer per sample, batch, depth,
   parameters, input size, arithmetic intensity, 16-bit, transformer: the same model at another batch is a near
   neighbour; descriptor set ``kernel_mix`` adds the kernel mix, the square roots of the shares of the forward FLOPs
-  in 1x1, 3x3, depthwise and grouped convolutions, :data:`KERNEL_FEATURES`). ``trend`` is a ridge regression of the measured workloads' ``u`` on ``z`` (the global drift of
-  efficiency with, say, intensity or depth, which neighbours alone miss for a model unlike any measured one), or
-  zero (plain kNN; frozen files written before the trend existed). Both are looked up at the descriptors clipped to
+  in 1x1, 3x3, depthwise and grouped convolutions, :data:`KERNEL_FEATURES`). ``trend`` is a ridge regression of the
+  measured workloads' ``u`` on ``z`` (the global drift of efficiency with, say, intensity or depth, which neighbours
+  alone miss for a model unlike any measured one), or zero (plain kNN; frozen files written before the trend
+  existed). Both are looked up at the descriptors clipped to
   the measured range (outside it - a larger batch or model than any measured - the efficiency stays that of the
   range's edge, and the time grows with the roofline's work). The distance to the nearest measured workload says
   how far the answer is from anything measured.
@@ -148,8 +149,8 @@ def hardware_features(rows: pd.DataFrame, wl: pd.DataFrame, wl_mean: np.ndarray,
                       descriptors: tuple[str, ...] = DESCRIPTORS) -> np.ndarray:
     """Hardware features ``names`` (of :data:`HARDWARE_FEATURES`) of ``rows`` (``wl``: their workload features;
     standardised with the training workloads' ``wl_mean`` / ``wl_scale``, in the order of ``descriptors``, for the
-    interactions). A GPU without an
-    SM count (column ``sms``) or L2 size (``l2_mb``) gets NaN in the SM or L2 features (:data:`SPEC_COLUMNS`)."""
+    interactions). A GPU without an SM count (column ``sms``) or L2 size (``l2_mb``) gets NaN in the SM or L2 features
+    (:data:`SPEC_COLUMNS`)."""
     t = roofline_terms(rows.assign(precision="32"), 1.0)  # FP32 peak (module doc)
     flops = rows["flops_train_per_batch"].to_numpy(dtype=float)
     lp = np.log10(np.maximum(flops / np.maximum(t["compute_ms"].to_numpy(), 1e-30) / 1e6, 1e-9))

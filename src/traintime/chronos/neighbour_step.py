@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, RegressorMixin
 
-from traintime.chronos.efficiency_step import inner_group_choice
+from traintime.chronos.efficiency_step import inner_group_choice, named_set
 from traintime.chronos.neighbour_frozen import (
     DESCRIPTOR_SETS,
     HARDWARE_SETS,
@@ -111,16 +111,10 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
         self.descriptors = descriptors
 
     def _descriptors(self) -> tuple[str, ...]:
-        if self.descriptors not in DESCRIPTOR_SETS:
-            raise SchemaError(f"neighbour model: descriptor set {self.descriptors!r} is unknown (use one of "
-                              f"{', '.join(DESCRIPTOR_SETS)})")
-        return DESCRIPTOR_SETS[self.descriptors]
+        return named_set(DESCRIPTOR_SETS, self.descriptors, "neighbour model: descriptor set")
 
     def _hardware(self) -> tuple[str, ...]:
-        if self.hardware not in HARDWARE_SETS:
-            raise SchemaError(f"neighbour model: hardware feature set {self.hardware!r} is unknown (use one of "
-                              f"{', '.join(HARDWARE_SETS)})")
-        return HARDWARE_SETS[self.hardware]
+        return named_set(HARDWARE_SETS, self.hardware, "neighbour model: hardware feature set")
 
     def fit(self, rows: pd.DataFrame, y_ms: Any, sample_weight: Any = None) -> NeighbourStepTime:
         if self.trend not in ("ridge", "none"):
@@ -217,8 +211,8 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
     (:func:`~traintime.chronos.efficiency_step.inner_group_choice`), then refitted on all of them: the hardware
     feature set by inner ``GroupKFold`` by GPU (what moves a time between GPUs), then by the same folds the strength of
     the per-workload slopes (``slopes``; None = off), then the trend and the descriptor set
-    together (every pair) by inner ``GroupKFold`` by model (what a model nobody measured gets). An outer fold's test rows never take part. A hardware
-    candidate is tried only when every training row has the GPU specs it uses
+    together (every pair) by inner ``GroupKFold`` by model (what a model nobody measured gets). An outer fold's test
+    rows never take part. A hardware candidate is tried only when every training row has the GPU specs it uses
     (:func:`~traintime.chronos.neighbour_frozen.spec_known`), so all candidates are scored on the same inner rows;
     the first candidate is always tried.
 
@@ -287,6 +281,6 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
     def to_json(self) -> dict[str, Any]:
         return {**self.model_.to_json(), "selection": {
             "inner_splits": self.inner_splits,
-            "by": f"GroupKFold by {self.inner_group} (hardware set, then per-workload slopes), then by model (trend and "
-                  "descriptor set)", "inner_slopes_weighted_mape_pct": self.inner_slopes_mape_,
+            "by": f"GroupKFold by {self.inner_group} (hardware set, then per-workload slopes), then by model "
+                  "(trend and descriptor set)", "inner_slopes_weighted_mape_pct": self.inner_slopes_mape_,
             "inner_weighted_mape_pct": self.inner_mape_, "inner_trend_weighted_mape_pct": self.inner_trend_mape_}}
