@@ -64,3 +64,25 @@ def test_combine_and_bad_input() -> None:
     assert math.isnan(combine_log_halfwidths())
     with pytest.raises(Exception, match="coverage"):
         SplitConformal(1.5).fit([1.0], [1.0])
+
+
+def test_pooled_coverage_row_counts_every_held_out_row() -> None:
+    """The `all` row of the predict coverage table is covered rows / rows over the families (a small family
+    weighs by its rows, not as one third), each row checked against its own family's interval."""
+    import pandas as pd
+
+    from traintime.chronos.roofline_calibration import ALL_FAMILIES, _coverage_rows, pooled_rows
+
+    rng = np.random.default_rng(2)
+    rows, hits = [], 0
+    for fam, n, sigma in (("CNN", 600, 0.1), ("MLP", 60, 0.8)):
+        t, p = _draw(rng, n, sigma)
+        g = rng.integers(0, 6, n)
+        rows += _coverage_rows("epochs", fam, t, p, g, 0.9, {"against": "epochs_measured"})
+        hits += grouped_coverage(t, p, g, 0.9, finite_sample=False)["covered"]
+    table = pooled_rows(pd.DataFrame(rows))
+    pooled = table[(table["family"] == ALL_FAMILIES) & (table["variant"] == "empirical quantile")].iloc[0]
+    assert pooled["rows"] == 660 and pooled["groups"] == 12
+    assert pooled["measured_coverage"] == pytest.approx(hits / 660)
+    assert list(table["family"]) == ["CNN", "CNN", "MLP", "MLP", ALL_FAMILIES, ALL_FAMILIES]
+    assert "covered" not in table.columns

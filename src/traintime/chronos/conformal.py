@@ -105,5 +105,5 @@ def grouped_coverage(y_true: Any, y_pred: Any, groups: Any, coverage: float = 0.
         hits += int(((yt[test] >= lo) & (yt[test] <= hi)).sum())
         n += int(test.sum())
         widths.append(cp.q_)
-    return {"nominal": coverage, "measured": hits / n if n else float("nan"), "n": n,
+    return {"nominal": coverage, "measured": hits / n if n else float("nan"), "n": n, "covered": hits,
             "groups": int(len(np.unique(g))), "median_log_halfwidth": float(np.median(widths)) if widths else float("nan")}

@@ -12,7 +12,9 @@ Per family:
 * epochs: the same for the convergence method's ``lomo`` out-of-fold predictions, grouped by model.
 
 The table has one row per (quantity, family, variant): nominal and measured coverage, rows, groups,
-median interval factor (``exp(log half-width)``) and the out-of-fold MAPE of the point estimate.
+median interval factor (``exp(log half-width)``) and the out-of-fold MAPE of the point estimate; family
+``all`` pools the held-out rows of every family, each row checked against its own family's interval (what
+``predict`` does), so its coverage is the share of all held-out rows covered.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ import pandas as pd
 from traintime.chronos.conformal import SplitConformal, grouped_coverage
 from traintime.chronos.neighbour_frozen import SPEC_COLUMNS, kernel_shares
 from traintime.chronos.roofline_step import RooflineStepTime
-from traintime.core.metrics import mape
+from traintime.core.metrics import ape, mape
 
 
 #: measured column the step model is calibrated / checked against: compute time where the table has it
@@ -87,8 +89,32 @@ def _coverage_rows(quantity: str, family: str, y: np.ndarray, p: np.ndarray, gro
                     "nominal_coverage": coverage, "measured_coverage": cov["measured"], "rows": cov["n"],
                     "groups": cov["groups"], "interval_factor_all_groups": math.exp(q),
                     "median_interval_factor_held_out": math.exp(cov["median_log_halfwidth"]),
-                    "oof_mape_pct": mape(y, p), **extra})
+                    "oof_mape_pct": mape(y, p), **extra,
+                    "covered": cov["covered"], "ape_sum": float(np.sum(ape(y, p))), "ape_rows": len(y)})
     return out
+
+
+#: family label of the pooled rows of :func:`pooled_rows`
+ALL_FAMILIES = "all"
+
+
+def pooled_rows(table: pd.DataFrame) -> pd.DataFrame:
+    """``table`` plus, per (quantity, variant), a row of family :data:`ALL_FAMILIES`: the held-out rows of every
+    family, each against its own family's interval (measured coverage = covered rows / rows)."""
+    if table.empty:
+        return table
+    keys = ["quantity", "variant"]
+    agg = table.groupby(keys, sort=False).agg(
+        nominal_coverage=("nominal_coverage", "first"), covered=("covered", "sum"), rows=("rows", "sum"),
+        groups=("groups", "sum"), ape_sum=("ape_sum", "sum"), ape_rows=("ape_rows", "sum"), against=("against", "first")).reset_index()
+    agg["family"] = ALL_FAMILIES
+    agg["measured_coverage"] = agg["covered"] / agg["rows"]
+    agg["oof_mape_pct"] = agg["ape_sum"] / agg["ape_rows"]
+    out = pd.concat([table, agg[[c for c in table.columns if c in agg.columns]]], ignore_index=True)
+    quantity = {q: i for i, q in enumerate(dict.fromkeys(table["quantity"]))}
+    out = out.assign(_q=out["quantity"].map(quantity), _all=out["family"].eq(ALL_FAMILIES))
+    out = out.sort_values(["_q", "_all"], kind="mergesort")  # per quantity: its families, then the pooled rows
+    return out.drop(columns=["_q", "_all", "covered", "ape_sum", "ape_rows"]).reset_index(drop=True)
 
 
 def calibrate(iteration: pd.DataFrame, specs: pd.DataFrame, coverage: float = 0.9,
@@ -124,7 +150,7 @@ def calibrate(iteration: pd.DataFrame, specs: pd.DataFrame, coverage: float = 0.
             table += _coverage_rows(f"epochs ({method}, leave-one-model-out)", fam,
                                     cf["epochs_measured"].to_numpy(float), cf["epochs_predicted"].to_numpy(float),
                                     cf["model"].astype(str).to_numpy(), coverage, {"against": "epochs_measured"})
-    return cal, pd.DataFrame(table)
+    return cal, pooled_rows(pd.DataFrame(table))
 
 
 def load_calibration(path: Any) -> dict[str, Any] | None:

@@ -109,6 +109,10 @@ BLOCKS: dict[str, tuple[str, Callable[[Path], str]]] = {
     "predict-step-intervals": ("tables/predict_step_grouped_coverage.csv", lambda p: _table(
         p, ["quantity", "variant", "rows", "groups", "nominal_coverage", "measured_coverage",
             "interval_factor_all_groups"], digits=".3f")),
+    "predict-epoch-intervals": ("tables/predict_interval_coverage.csv", lambda p: _table(
+        p, ["quantity", "family", "rows", "groups", "nominal_coverage", "measured_coverage",
+            "interval_factor_all_groups", "oof_mape_pct"],
+        query="quantity.str.startswith('epochs') and variant == 'empirical quantile'", digits=".3f")),
     "predict-example": ("predict_cli_example.txt", lambda p: _console(p)),
 }
 
