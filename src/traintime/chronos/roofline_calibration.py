@@ -106,7 +106,8 @@ def pooled_rows(table: pd.DataFrame) -> pd.DataFrame:
     keys = ["quantity", "variant"]
     agg = table.groupby(keys, sort=False).agg(
         nominal_coverage=("nominal_coverage", "first"), covered=("covered", "sum"), rows=("rows", "sum"),
-        groups=("groups", "sum"), ape_sum=("ape_sum", "sum"), ape_rows=("ape_rows", "sum"), against=("against", "first")).reset_index()
+        groups=("groups", "sum"), ape_sum=("ape_sum", "sum"), ape_rows=("ape_rows", "sum"),
+        against=("against", "first")).reset_index()
     agg["family"] = ALL_FAMILIES
     agg["measured_coverage"] = agg["covered"] / agg["rows"]
     agg["oof_mape_pct"] = agg["ape_sum"] / agg["ape_rows"]
