@@ -19,6 +19,7 @@ rule convergence_normalise:
         lib=lib("convergence_normalise"),
     output:
         f"{DATA}/convergence.csv",
+    priority: LONGEST_JOB_PATH
     log:
         f"{LOGS}/convergence/normalise.log",
     benchmark:
@@ -42,6 +43,7 @@ rule convergence_evaluate:
         group_protocol_seeds=CONV["group_protocol_seeds"],
     wildcard_constraints:
         method="|".join(CONV["methods"]),
+    priority: LONGEST_JOB_PATH
     log:
         f"{LOGS}/convergence/evaluate_{{method}}.log",
     benchmark:

@@ -71,6 +71,11 @@ LOGS = f"{RESULTS}/logs"
 BENCHMARKS = f"{RESULTS}/benchmarks"
 REFERENCE = f"{RESULTS}/reference"
 
+# Scheduling only (results do not depend on it): the rules on the way to the longest single job
+# (predict_step_grouped, ~2-4 min on a 2-core laptop) get this priority, so it starts while the many
+# short evaluate jobs still fill the other core instead of running alone at the end of the DAG.
+LONGEST_JOB_PATH = 10
+
 REPO = Path(workflow.basedir)
 SRC = REPO / "src"
 

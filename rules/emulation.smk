@@ -65,6 +65,7 @@ rule normalise_traces:
         f"{DATA}/traces.csv",
     params:
         gpu_specs=config["gpu_specs"],
+    priority: LONGEST_JOB_PATH
     log:
         f"{LOGS}/emulation/normalise_traces.log",
     benchmark:

@@ -23,6 +23,7 @@ rule predict_interval_coverage:
         method=config["chronos_convergence"]["final_method"],
         gpu_specs=config["gpu_specs"],
         train_on=config["collect"]["train_on"],
+    priority: LONGEST_JOB_PATH
     threads: 1
     log:
         f"{LOGS}/predict/interval_coverage.log",
@@ -66,6 +67,7 @@ rule predict_public_eval:
         operator_models=PUB["operator_models"],
         cache_dir=PUB["cache_dir"],
         gpu_specs=config["gpu_specs"],
+    priority: LONGEST_JOB_PATH
     threads: 1
     log:
         f"{LOGS}/predict/public_eval.log",
@@ -133,6 +135,7 @@ rule predict_step_grouped:
         cache_dir=PUB["cache_dir"],
         coverage=PRED_INT["coverage"],
         gpu_specs=config["gpu_specs"],
+    priority: LONGEST_JOB_PATH
     threads: 1
     log:
         f"{LOGS}/predict/step_grouped.log",

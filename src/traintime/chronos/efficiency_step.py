@@ -26,6 +26,7 @@ from traintime.chronos.efficiency_frozen import (
     efficiency_predict,
 )
 from traintime.core.errors import SchemaError
+from traintime.core.memo import frame_memo, memoized_on_frame
 
 
 def source_weights(source: Any) -> np.ndarray:
@@ -136,28 +137,41 @@ def named_set(sets: Mapping[str, tuple[str, ...]], name: str, what: str) -> tupl
     return sets[name]
 
 
+@memoized_on_frame
+def group_folds(rows: pd.DataFrame, group: str, splits: int) -> list[tuple[np.ndarray, np.ndarray, pd.DataFrame,
+                                                                           pd.DataFrame]]:
+    """``GroupKFold`` by the ``group`` column (``splits`` folds, at most the number of groups; none when fewer than 2):
+    (train positions, test positions, train rows, test rows) per fold. Memoized inside a
+    :func:`~traintime.core.memo.frame_memo` scope, so the candidates of a choice get the same slices."""
+    from sklearn.model_selection import GroupKFold
+
+    groups = rows[group].astype(str).to_numpy()
+    k = min(int(splits), len(np.unique(groups)))
+    if k < 2:
+        return []
+    return [(tr, te, rows.iloc[tr], rows.iloc[te]) for tr, te in GroupKFold(n_splits=k).split(rows, groups=groups)]
+
+
 def inner_group_choice(make: Callable[[str], Any], candidates: tuple[str, ...], inner_splits: int, rows: pd.DataFrame,
                        y: np.ndarray, sample_weight: Any = None, group: str = "gpu") -> tuple[str, dict[str, float]]:
     """(chosen candidate, inner weighted MAPE % per candidate): each candidate estimator ``make(candidate)`` is scored
     by ``GroupKFold`` by the ``group`` column (``inner_splits`` folds, at most the number of groups; deterministic) on
     ``rows`` only; the lowest weighted mean absolute percentage error wins (the last candidate when none can be
     scored)."""
-    from sklearn.model_selection import GroupKFold
-
     w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
-    groups = rows[group].astype(str).to_numpy()
-    k = min(int(inner_splits), len(np.unique(groups)))
     scores: dict[str, float] = {}
-    for cand in candidates:
-        if k < 2:
-            scores[cand] = float("nan")
-            continue
-        err = np.full(len(y), np.nan)
-        for tr, te in GroupKFold(n_splits=k).split(rows, y, groups):
-            m = make(cand).fit(rows.iloc[tr], y[tr], w[tr])
-            err[te] = np.abs(m.predict(rows.iloc[te]) / y[te] - 1)
-        ok = np.isfinite(err)
-        scores[cand] = float(100 * np.sum(w[ok] * err[ok]) / np.sum(w[ok])) if ok.any() else float("nan")
+    with frame_memo():
+        folds = group_folds(rows, group, int(inner_splits))
+        for cand in candidates:
+            if not folds:
+                scores[cand] = float("nan")
+                continue
+            err = np.full(len(y), np.nan)
+            for tr, te, rows_tr, rows_te in folds:
+                m = make(cand).fit(rows_tr, y[tr], w[tr])
+                err[te] = np.abs(m.predict(rows_te) / y[te] - 1)
+            ok = np.isfinite(err)
+            scores[cand] = float(100 * np.sum(w[ok] * err[ok]) / np.sum(w[ok])) if ok.any() else float("nan")
     finite = {c: s for c, s in scores.items() if s == s}
     return (min(finite, key=finite.get) if finite else candidates[-1]), scores
 

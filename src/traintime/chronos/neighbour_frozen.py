@@ -41,6 +41,7 @@ import numpy as np
 import pandas as pd
 
 from traintime.chronos.roofline_frozen import roofline_terms
+from traintime.core.memo import memoized_on_frame
 
 #: hardware-free workload descriptors computed by :func:`workload_features`: per-sample work, activations and shape of
 #: the model, input size and batch (the kNN space of frozen files that name no ``knn_features``)
@@ -80,10 +81,11 @@ SPEC_COLUMNS: dict[str, str] = {"log_sms": "sms", "log_l2": "l2_mb"}
 ASSUMED = {"compute_efficiency": 0.40, "memory_efficiency": 0.60, "launch_us": 5.0}
 
 
+@memoized_on_frame
 def offset_ms(rows: pd.DataFrame) -> np.ndarray:
     """The roofline with assumed constants (the physics the model corrects), ms per step, at the FP32 peak whatever
     the precision (see the module doc)."""
-    t = roofline_terms(rows.assign(precision="32"), ASSUMED["launch_us"])
+    t = roofline_terms(rows, ASSUMED["launch_us"], "32")
     return (t["launch_ms"] + np.maximum(t["compute_ms"] / ASSUMED["compute_efficiency"],
                                         t["memory_ms"] / ASSUMED["memory_efficiency"])).to_numpy()
 
@@ -100,8 +102,10 @@ def kernel_shares(fractions: Any, scale: Any = 1.0) -> dict[str, np.ndarray]:
     return out
 
 
+@memoized_on_frame
 def workload_features(rows: pd.DataFrame) -> pd.DataFrame:
-    """Hardware-free descriptors of each row's workload (every name of :data:`DESCRIPTOR_SETS`)."""
+    """Hardware-free descriptors of each row's workload (every name of :data:`DESCRIPTOR_SETS`; read-only inside a
+    :func:`~traintime.core.memo.frame_memo` scope)."""
     b = np.maximum(rows["batch_size"].to_numpy(dtype=float), 1.0)
     flops = np.maximum(rows["flops_train_per_batch"].to_numpy(dtype=float), 1.0)
     layers = np.maximum(rows["layers"].to_numpy(dtype=float), 1.0)
@@ -151,7 +155,7 @@ def hardware_features(rows: pd.DataFrame, wl: pd.DataFrame, wl_mean: np.ndarray,
     standardised with the training workloads' ``wl_mean`` / ``wl_scale``, in the order of ``descriptors``, for the
     interactions). A GPU without an SM count (column ``sms``) or L2 size (``l2_mb``) gets NaN in the SM or L2 features
     (:data:`SPEC_COLUMNS`)."""
-    t = roofline_terms(rows.assign(precision="32"), 1.0)  # FP32 peak (module doc)
+    t = roofline_terms(rows, 1.0, "32")  # FP32 peak (module doc)
     flops = rows["flops_train_per_batch"].to_numpy(dtype=float)
     lp = np.log10(np.maximum(flops / np.maximum(t["compute_ms"].to_numpy(), 1e-30) / 1e6, 1e-9))
     lb = np.log10(np.maximum(rows["memory_bandwidth_gbps"].to_numpy(dtype=float), 1e-9))
@@ -202,6 +206,7 @@ def neighbour_predict(rows: pd.DataFrame, params: dict[str, Any]) -> tuple[np.nd
     z_raw = ((wl[descs].to_numpy(dtype=float) - wm) / ws)[:, :nd]
     if "desc_min" in params:  # beyond the measured range (a larger batch or model) the efficiency - neighbours, trend
         # and hardware interactions alike - is that of the range's edge, so the time keeps growing with the roofline's work
+        wl = wl.copy()  # memoized (core.memo): never changed in place
         wl[descs] = np.clip(wl[descs].to_numpy(dtype=float), np.asarray(params["desc_min"]),
                             np.asarray(params["desc_max"]))
     z = ((wl[descs].to_numpy(dtype=float) - wm) / ws)[:, :nd]

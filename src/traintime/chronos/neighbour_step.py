@@ -41,12 +41,14 @@ from traintime.chronos.neighbour_frozen import (
     workload_features,
 )
 from traintime.core.errors import SchemaError
+from traintime.core.memo import frame_memo, memoized_on_frame
 
 #: columns that identify a workload (everything of a step row but the GPU and its specs)
 WORKLOAD_KEY: tuple[str, ...] = ("model", "family", "input_px", "batch_size", "precision", "flops_train_per_batch",
                                  "param_bytes", "grad_bytes", "optimizer_state_bytes", "act_bytes_per_sample", "layers")
 
 
+@memoized_on_frame
 def workload_ids(rows: pd.DataFrame) -> np.ndarray:
     """Integer id of each row's workload (:data:`WORKLOAD_KEY`)."""
     return rows.groupby(list(WORKLOAD_KEY), sort=True, dropna=False).ngroup().to_numpy()
@@ -130,7 +132,8 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
         ok = (y > 0) & np.isfinite(off) & (off > 0) & np.isfinite(wv).all(axis=1)
         if ok.sum() < 2:
             raise SchemaError(f"neighbour step model: {int(ok.sum())} usable rows, need >= 2")
-        rows, wl, wv, y, w, off = rows[ok], wl[ok], wv[ok], y[ok], w[ok], off[ok]
+        if not ok.all():  # else the same frame object: its derived values stay memoized (core.memo)
+            rows, wl, wv, y, w, off = rows[ok], wl[ok], wv[ok], y[ok], w[ok], off[ok]
         wl_mean = wv.mean(axis=0)
         wl_scale = wv.std(axis=0)
         wl_scale[wl_scale < 1e-9] = 1.0
@@ -244,7 +247,10 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
         self.trained_on = trained_on
 
     def fit(self, rows: pd.DataFrame, y_ms: Any, sample_weight: Any = None) -> NestedNeighbourStepTime:
-        y = np.asarray(y_ms, dtype=float)
+        with frame_memo():  # every candidate and choice shares the fold slices and what is derived from them
+            return self._fit(rows, np.asarray(y_ms, dtype=float), sample_weight)
+
+    def _fit(self, rows: pd.DataFrame, y: np.ndarray, sample_weight: Any) -> NestedNeighbourStepTime:
         tried = tuple(c for i, c in enumerate(self.candidates)
                       if i == 0 or spec_known(rows, HARDWARE_SETS.get(c, ())).all())
         self.best_, self.inner_mape_ = inner_group_choice(

@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from traintime.core.errors import SchemaError
+from traintime.core.memo import memoized_on_frame
 
 #: columns a step-time model receives (one row per configuration x GPU)
 STEP_ROW_COLUMNS: tuple[str, ...] = (
@@ -23,8 +24,10 @@ STEP_ROW_COLUMNS: tuple[str, ...] = (
 )
 
 
-def roofline_terms(rows: pd.DataFrame, launch_us: float) -> pd.DataFrame:
-    """Compute-bound, memory-bound and launch terms (ms) at unit efficiency (see roofline_step's module doc)."""
+@memoized_on_frame
+def roofline_terms(rows: pd.DataFrame, launch_us: float, precision: str | None = None) -> pd.DataFrame:
+    """Compute-bound, memory-bound and launch terms (ms) at unit efficiency (see roofline_step's module doc), at each
+    row's ``precision`` or, given ``precision``, at that one for every row."""
     from traintime.core.gpudb import peak_gflops
 
     missing = [c for c in STEP_ROW_COLUMNS if c not in rows.columns]
@@ -32,8 +35,11 @@ def roofline_terms(rows: pd.DataFrame, launch_us: float) -> pd.DataFrame:
         raise SchemaError(f"step-time rows lack column(s) {', '.join(missing)}")
     b = rows["batch_size"].to_numpy(dtype=float)
     flops = rows["flops_train_per_batch"].to_numpy(dtype=float)
-    half = rows["precision"].astype(str).ne("32").to_numpy()
-    peak = np.where(half, peak_gflops(rows, "16"), peak_gflops(rows, "32"))
+    if precision is not None:
+        peak = peak_gflops(rows, str(precision))
+    else:
+        half = rows["precision"].astype(str).ne("32").to_numpy()
+        peak = np.where(half, peak_gflops(rows, "16"), peak_gflops(rows, "32"))
     state = (2 * rows["param_bytes"] + rows["grad_bytes"] + 2 * rows["optimizer_state_bytes"]).to_numpy(float)
     act = 2.0 * rows["act_bytes_per_sample"].to_numpy(dtype=float) * b
     bw = rows["memory_bandwidth_gbps"].to_numpy(dtype=float)
