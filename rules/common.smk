@@ -74,6 +74,7 @@ REFERENCE = f"{RESULTS}/reference"
 # Scheduling only (results do not depend on it): the rules on the way to the longest single job
 # (predict_step_grouped, ~2-4 min on a 2-core laptop) get this priority, so it starts while the many
 # short evaluate jobs still fill the other core instead of running alone at the end of the DAG.
+# Priority is per rule: every convergence_evaluate job gets it, though only the final method's is on the way.
 LONGEST_JOB_PATH = 10
 
 REPO = Path(workflow.basedir)
