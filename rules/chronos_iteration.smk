@@ -192,9 +192,29 @@ rule chronos_iteration_model:
         "../workflow_scripts/chronos_iteration_model.py"
 
 
+rule chronos_iteration_noise_floor:
+    """Noise floor of the timing labels: the spread of the learning-rate replicates of each workload and GPU."""
+    input:
+        iteration=f"{DATA}/iteration.csv",
+        lib=lib("chronos_iteration_noise_floor"),
+    output:
+        csv=report(f"{TABLES}/iteration_noise_floor.csv", caption="../report/iteration_noise_floor.rst",
+                   category="CHRONOS iteration time"),
+        md=f"{TABLES}/iteration_noise_floor.md",
+    log:
+        f"{LOGS}/chronos_iteration/noise_floor.log",
+    benchmark:
+        bench(f"{LOGS}/chronos_iteration/noise_floor.log")
+    conda:
+        env("analysis")
+    script:
+        "../workflow_scripts/chronos_iteration_noise_floor.py"
+
+
 ALL_TARGETS.extend(
     [
         f"{DATA}/iteration.csv",
+        f"{TABLES}/iteration_noise_floor.csv",
         f"{TABLES}/iteration_per_model_rmse.csv",
         f"{TABLES}/iteration_regressors.csv",
         f"{TABLES}/iteration_grouped_summary.csv",

@@ -126,6 +126,8 @@ rule predict_step_grouped:
         md=f"{TABLES}/predict_step_grouped.md",
         coverage_csv=report(f"{TABLES}/predict_step_grouped_coverage.csv", caption="../report/predict_step_grouped_coverage.rst",
                             category="Prediction (traintime predict)"),
+        folds_csv=f"{TABLES}/predict_step_grouped_folds.csv",
+        folds_md=f"{TABLES}/predict_step_grouped_folds.md",
         model=f"{RESULTS}/models/steptime/efficiency_model.json",
         neighbour_model=f"{RESULTS}/models/steptime/neighbour_model.json",
     params:

@@ -13,6 +13,7 @@ from traintime.predict_step_grouped import (
     generation,
     protocols,
     step_grouped_eval,
+    summarise_folds,
     wins,
 )
 
@@ -180,3 +181,15 @@ def test_leave_one_generation_out_chooses_the_hardware_terms_by_inner_folds_of_g
     assert len(by_generation) == 3  # one fit per held-out generation, each without it
     assert sorted(len({"Ampere", "Ada", "Blackwell"} - g) for g in by_generation) == [1, 1, 1]
     assert all(grp == "gpu" for grp, g in groups if g >= {"Ampere", "Ada", "Blackwell"})  # every other protocol
+
+
+def test_fold_breakdown_by_hand() -> None:
+    data = pd.DataFrame({"family": ["CNN", "CNN", "MLP", "CNN"], "measured_ms": [10.0, 20.0, 5.0, 8.0]})
+    pred = pd.DataFrame({"protocol": ["chronos LOGO"] * 3 + ["traces LOMO"], "fold": ["T4", "T4", "T4", "m1"],
+                         "method": "neighbour", "row": [0, 1, 2, 3], "pred_ms": [20.0, 10.0, 5.0, 8.0]})
+    t = summarise_folds(data, pred)
+    assert list(t["family"]) == ["CNN", "MLP"]  # traces LOMO is not a GPU protocol: left out
+    cnn = t.iloc[0]
+    assert cnn["rows"] == 2 and cnn["mape_pct"] == pytest.approx(75.0) and cnn["median_ape_pct"] == pytest.approx(75.0)
+    assert cnn["geo_mean_pred_over_measured"] == pytest.approx(1.0)  # 2x and 0.5x
+    assert t.iloc[1]["mape_pct"] == 0.0

@@ -173,6 +173,25 @@ def summarise_grouped(data: pd.DataFrame, pred: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+def summarise_folds(data: pd.DataFrame, pred: pd.DataFrame,
+                    protocols: tuple[str, ...] = ("chronos LOGO", "traces LOGO")) -> pd.DataFrame:
+    """Per protocol, method, held-out fold and family: rows, MAPE, median APE and the geometric mean of
+    predicted / measured (which GPUs a model gets wrong, and in which direction)."""
+    g = pred[pred["protocol"].isin(protocols)]
+    rows = g["row"].to_numpy()
+    d = pd.DataFrame({"protocol": g["protocol"].to_numpy(), "method": g["method"].to_numpy(),
+                      "fold": g["fold"].to_numpy(), "family": data["family"].to_numpy()[rows],
+                      "ratio": g["pred_ms"].to_numpy() / data["measured_ms"].to_numpy(dtype=float)[rows]})
+    d = d[np.isfinite(d["ratio"]) & (d["ratio"] > 0)]
+    d["ape"] = 100 * np.abs(d["ratio"] - 1)
+    d["log_ratio"] = np.log(d["ratio"])
+    out = (d.groupby(["protocol", "method", "fold", "family"], sort=True)
+           .agg(rows=("ape", "size"), mape_pct=("ape", "mean"), median_ape_pct=("ape", "median"),
+                log_ratio=("log_ratio", "mean")).reset_index())
+    out["geo_mean_pred_over_measured"] = np.exp(out.pop("log_ratio"))
+    return out
+
+
 def step_grouped_eval(trace_rows: pd.DataFrame, chronos_rows: pd.DataFrame, calibration: dict[str, Any] | None,
                       factory: Callable[[], Any] | None = None,
                       neighbour_factory: Callable[[], Any] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -245,9 +264,9 @@ def conformal_rows(data: pd.DataFrame, pred: pd.DataFrame, coverage: float = 0.9
 def run_step_grouped(traces: pd.DataFrame, iteration: pd.DataFrame, calibration: dict[str, Any] | None,
                      specs_path: str | None = None, img_px: int = 224, precisions: Any = ("fp32", "fp16"),
                      batch_sizes: Any = (16, 64), coverage: float = 0.9
-                     ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, dict], str]:
+                     ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, dict], str, pd.DataFrame]:
     """(summary, interval coverage, {"efficiency": frozen JSON, "neighbour": frozen JSON} each fitted on all rows
-    of both sources with its conformal half-width, markdown)."""
+    of both sources with its conformal half-width, markdown, per-fold breakdown of the LOGO protocols)."""
     from traintime.chronos.efficiency_step import (
         NestedEfficiencyStepTime,
         source_weights,
@@ -275,7 +294,8 @@ def run_step_grouped(traces: pd.DataFrame, iteration: pd.DataFrame, calibration:
     for name, per in pred.attrs.get("choices", {}).items():
         frozen[name]["outer_fold_feature_sets"] = per
     cov = pd.concat(covs, ignore_index=True)
-    return summary, cov, frozen, markdown_grouped(summary, cov, tr.attrs.get("skipped", []), frozen)
+    return (summary, cov, frozen, markdown_grouped(summary, cov, tr.attrs.get("skipped", []), frozen),
+            summarise_folds(data, pred))
 
 
 def markdown_grouped(summary: pd.DataFrame, cov: pd.DataFrame, skipped: list[str], frozen: dict[str, dict]) -> str:

@@ -113,6 +113,9 @@ BLOCKS: dict[str, tuple[str, Callable[[Path], str]]] = {
         p, ["quantity", "family", "rows", "groups", "nominal_coverage", "measured_coverage",
             "interval_factor_all_groups", "oof_mape_pct"],
         query="quantity.str.startswith('epochs') and variant == 'empirical quantile'", digits=".3f")),
+    "iteration-noise-floor": ("tables/iteration_noise_floor.csv", lambda p: _table(
+        p, ["label", "family", "rows", "groups", "replicates_per_group", "oracle_mape_pct", "loo_replicate_mape_pct",
+            "loo_replicate_median_ape_pct"], digits=".1f")),
     "predict-example": ("predict_cli_example.txt", lambda p: _console(p)),
 }
 
