@@ -90,3 +90,21 @@ def test_spec_row_refuses_a_price_without_date_and_source_and_an_ambiguous_name(
     assert "--price-date" in capsys.readouterr().err
     assert main(["gpus", "--spec-row", "A100"]) == 2
     assert "ambiguous" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("gpu, published_tflops", [
+    # NVIDIA whitepapers: dense FP16 tensor TFLOP/s with FP32 accumulation (boost clock of the spec table)
+    ("V100-SXM2-16GB", 125.0), ("T4", 65.0), ("A100-PCIe-80GB", 312.0), ("A40", 149.7), ("RTX-3090", 71.0),
+    ("L40S", 362.0), ("RTX-4090", 165.2), ("RTX-5090", 209.5), ("GeForce RTX 2080 Ti", 53.8), ("TITAN RTX", 130.5),
+])
+def test_matrix_peak_matches_published_tensor_throughput(gpu: str, published_tflops: float) -> None:
+    db = gpu_database().drop_duplicates("gpu").set_index("gpu")
+    assert db.loc[gpu, "matrix_fp16_gflops"] / 1e3 == pytest.approx(published_tflops, rel=0.04)
+
+
+def test_matrix_peak_without_tensor_cores_is_the_vector_peak() -> None:
+    db = gpu_database().drop_duplicates("gpu").set_index("gpu")
+    for gpu in ("P100-PCIe-16GB", "P4"):  # Pascal: no tensor cores; 16-bit never below FP32 units
+        row = db.loc[gpu]
+        assert row["matrix_fp16_gflops"] == max(row["fp32_gflops"], row["fp16_gflops"])
+    assert db["matrix_fp16_gflops"].notna().all()

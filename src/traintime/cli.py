@@ -111,7 +111,7 @@ def _gpus(args: argparse.Namespace) -> int:
     if not args.search:
         db = db[db["source"] == "project"]
     cols = ["gpu", "architecture", "sms", "memory_gb", "memory_bandwidth_gbps", "fp32_gflops", "fp16_gflops",
-            "price_per_hour_usd", "price_provider", "price_date", "source"]
+            "matrix_fp16_gflops", "price_per_hour_usd", "price_provider", "price_date", "source"]
     df = db.reindex(columns=cols).sort_values("gpu")
     if args.csv:
         sys.stdout.write(df.to_csv(index=False, lineterminator="\n"))
@@ -119,13 +119,15 @@ def _gpus(args: argparse.Namespace) -> int:
     if df.empty:
         print(f"no GPU name contains {args.search!r}")
         return 0
-    print(f"{'gpu':36s} {'arch':14s} {'SMs':>4s} {'mem GB':>7s} {'GB/s':>6s} {'FP32 TF':>8s} {'$/h':>6s}  source")
+    print(f"{'gpu':36s} {'arch':14s} {'SMs':>4s} {'mem GB':>7s} {'GB/s':>6s} {'FP32 TF':>8s} {'FP16 mm TF':>10s} "
+          f"{'$/h':>6s}  source")
     for _, r in df.iterrows():
         price = "" if pd_isna(r["price_per_hour_usd"]) else f"{r['price_per_hour_usd']:.2f}"
         sms = "" if pd_isna(r["sms"]) else f"{int(r['sms'])}"
         mem = "" if pd_isna(r["memory_gb"]) else f"{r['memory_gb']:.0f}"
         print(f"{str(r['gpu'])[:36]:36s} {str(r['architecture'])[:14]:14s} {sms:>4s} {mem:>7s} "
-              f"{r['memory_bandwidth_gbps']:6.0f} {r['fp32_gflops'] / 1000:8.1f} {price:>6s}  {r['source']}")
+              f"{r['memory_bandwidth_gbps']:6.0f} {r['fp32_gflops'] / 1000:8.1f} {r['matrix_fp16_gflops'] / 1000:10.1f} "
+              f"{price:>6s}  {r['source']}")
     return 0
 
 

@@ -17,7 +17,7 @@ Methods
     the CHRONOS part of the training fold only; run on CHRONOS LOGO and the external check, since on the other
     trace folds its training data, all of CHRONOS, is that of the external check), ``neighbour`` and
     ``neighbour_chronos_only`` (:class:`traintime.chronos.neighbour_step.NestedNeighbourStepTime`, the same way; its
-    hardware feature set, with or without the SM count and the L2 cache size, chosen by the same inner CV, and its
+    hardware feature set, with or without the SM count, the L2 cache size and the 16-bit matrix peak, chosen by the same inner CV, and its
     trend for workloads never measured, ridge or none, by inner GroupKFold by model), ``roofline_calibrated`` (per-family
     constants fitted on CHRONOS; on CHRONOS LOGO refitted without the held-out GPU; on the trace protocols the
     saved calibration, which never saw a trace) and ``roofline_assumed`` (constants 0.40 / 0.60 / 5 us, nothing fitted).
@@ -306,8 +306,8 @@ def markdown_grouped(summary: pd.DataFrame, cov: pd.DataFrame, skipped: list[str
              "The feature set of `efficiency` (base / kernel) is chosen inside each outer fold by inner 3-fold "
              "GroupKFold by GPU (by GPU generation on traces LOGenO) on the training part; `neighbour` (hardware "
              "log-linear; a workload never measured takes a ridge trend in its descriptors plus the residuals of its "
-             "k = 5 nearest measured workloads) chooses its hardware features (with or without the SM count and the "
-             "L2 size) and the ridge strength of per-workload slopes in log peak / bandwidth (off, 1, 3, 10) the same "
+             "k = 5 nearest measured workloads) chooses its hardware features (with or without the SM count, the "
+             "L2 size and the 16-bit matrix peak) and the ridge strength of per-workload slopes in log peak / bandwidth (off, 1, 3, 10) the same "
              "way, and the trend (ridge or none) together with its descriptors (base, or also the kernel mix: shares "
              "of the forward FLOPs in 1x1, 3x3, depthwise and grouped convolutions) by inner 3-fold GroupKFold by "
              "model. "

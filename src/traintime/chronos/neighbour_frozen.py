@@ -13,7 +13,9 @@ The model (fitted by :class:`traintime.chronos.neighbour_step.NeighbourStepTime`
 * ``h``: hardware features (:data:`HARDWARE_SETS`): log10 FP32 peak GFLOP/s, log10
   memory GB/s, each also times the standardised work per kernel and intensity of the workload, the peak
   times the 16-bit flag, optionally log10 of the SM count, also times the work per kernel, and optionally log10
-  of the L2 cache size, also times the intensity. ``beta`` is estimated *within* workloads (how one workload's time changes from GPU
+  of the L2 cache size, also times the intensity, and optionally (``*_matrix`` sets) log10 of the dense 16-bit
+  matrix (tensor-core) peak times the 16-bit flag (:func:`traintime.core.gpudb.matrix_fp16_gflops`: derived from the
+  compute capability, SMs and clock, unlike the spec table's mixed 16-bit column). ``beta`` is estimated *within* workloads (how one workload's time changes from GPU
   to GPU), so the model is log-linear - smooth - in the hardware axes: a new card moves the answer
   continuously instead of jumping a tier as tree splits on spec values do;
 * optionally (``slopes``) a measured workload's own deviation ``gamma`` from the coefficients of log peak and log
@@ -64,19 +66,24 @@ DESCRIPTOR_SETS: dict[str, tuple[str, ...]] = {"base": DESCRIPTORS, "kernel_mix"
 #: hardware features of the within-workload regression, computed by :func:`hardware_features`
 HARDWARE_FEATURES: tuple[str, ...] = ("log_peak", "log_bandwidth", "log_peak_x_kernel", "log_bandwidth_x_kernel",
                                       "log_peak_x_intensity", "log_bandwidth_x_intensity", "log_peak_x_half",
-                                      "log_sms", "log_sms_x_kernel", "log_l2", "log_l2_x_intensity")
+                                      "log_sms", "log_sms_x_kernel", "log_l2", "log_l2_x_intensity",
+                                      "log_matrix_x_half")
 #: named hardware feature sets (``hardware=`` of the estimator; the nested one chooses between them by inner CV):
 #: peak and bandwidth only, also the SM count (small kernels do not fill a GPU with many SMs), also the L2 cache
-#: (Ampere RTX 3-6 MB, Ada / Blackwell 24-96 MB: a large L2 keeps more of a low-intensity step off DRAM), or both
-HARDWARE_SETS: dict[str, tuple[str, ...]] = {
+#: (Ampere RTX 3-6 MB, Ada / Blackwell 24-96 MB: a large L2 keeps more of a low-intensity step off DRAM), or both;
+#: each also with the 16-bit matrix peak (``_matrix``: tensor cores set a 16-bit step's speed-up, 2x on GeForce cards,
+#: 4-16x on data-center ones)
+_BASE_SETS: dict[str, tuple[str, ...]] = {
     "peak_bandwidth": HARDWARE_FEATURES[:7],
     "peak_bandwidth_sms": HARDWARE_FEATURES[:9],
-    "peak_bandwidth_l2": HARDWARE_FEATURES[:7] + HARDWARE_FEATURES[9:],
-    "peak_bandwidth_sms_l2": HARDWARE_FEATURES,
+    "peak_bandwidth_l2": HARDWARE_FEATURES[:7] + HARDWARE_FEATURES[9:11],
+    "peak_bandwidth_sms_l2": HARDWARE_FEATURES[:11],
 }
+HARDWARE_SETS: dict[str, tuple[str, ...]] = {**_BASE_SETS,
+                                             **{f"{k}_matrix": v + ("log_matrix_x_half",) for k, v in _BASE_SETS.items()}}
 #: spec column (of a step row) each optional hardware feature needs, by feature-name prefix; a GPU without it
 #: (NaN, or no such column) gets NaN in those features
-SPEC_COLUMNS: dict[str, str] = {"log_sms": "sms", "log_l2": "l2_mb"}
+SPEC_COLUMNS: dict[str, str] = {"log_sms": "sms", "log_l2": "l2_mb", "log_matrix": "matrix_fp16_gflops"}
 #: assumed roofline constants of the physics offset (those of ``roofline_assumed``)
 ASSUMED = {"compute_efficiency": 0.40, "memory_efficiency": 0.60, "launch_us": 5.0}
 
@@ -160,13 +167,14 @@ def hardware_features(rows: pd.DataFrame, wl: pd.DataFrame, wl_mean: np.ndarray,
     lp = np.log10(np.maximum(flops / np.maximum(t["compute_ms"].to_numpy(), 1e-30) / 1e6, 1e-9))
     lb = np.log10(np.maximum(rows["memory_bandwidth_gbps"].to_numpy(dtype=float), 1e-9))
     ls, ll2 = log_spec(rows, SPEC_COLUMNS["log_sms"]), log_spec(rows, SPEC_COLUMNS["log_l2"])
+    lm = log_spec(rows, SPEC_COLUMNS["log_matrix"]) if "log_matrix_x_half" in names else np.zeros(len(rows))
     i_k, i_i = descriptors.index("log_flops_per_layer"), descriptors.index("log_intensity")
     zk = (wl["log_flops_per_layer"].to_numpy() - wl_mean[i_k]) / wl_scale[i_k]
     zi = (wl["log_intensity"].to_numpy() - wl_mean[i_i]) / wl_scale[i_i]
     cols = {"log_peak": lp, "log_bandwidth": lb, "log_peak_x_kernel": lp * zk, "log_bandwidth_x_kernel": lb * zk,
             "log_peak_x_intensity": lp * zi, "log_bandwidth_x_intensity": lb * zi,
             "log_peak_x_half": lp * wl["half"].to_numpy(), "log_sms": ls, "log_sms_x_kernel": ls * zk,
-            "log_l2": ll2, "log_l2_x_intensity": ll2 * zi}
+            "log_l2": ll2, "log_l2_x_intensity": ll2 * zi, "log_matrix_x_half": lm * wl["half"].to_numpy()}
     return np.column_stack([cols[n] for n in names])
 
 

