@@ -85,6 +85,27 @@ rule convergence_tables:
         "../workflow_scripts/convergence_tables.py"
 
 
+rule convergence_limits:
+    """What limits epoch accuracy: per-group oracle bounds (5-fold CV) and LOMO with the held-out model's level
+    given by an oracle, beside issue 14's targets."""
+    input:
+        table=f"{DATA}/convergence.csv",
+        predictions=expand(f"{DATA}/convergence_predictions/{{method}}.csv", method=CONV["methods"]),
+        lib=lib("convergence_limits"),
+    output:
+        csv=report(f"{TABLES}/convergence_limits.csv", caption="../report/convergence_limits.rst",
+                   category="CHRONOS convergence"),
+        md=f"{TABLES}/convergence_limits.md",
+    log:
+        f"{LOGS}/convergence/limits.log",
+    benchmark:
+        bench(f"{LOGS}/convergence/limits.log")
+    conda:
+        env("analysis")
+    script:
+        "../workflow_scripts/convergence_limits.py"
+
+
 rule convergence_model:
     """The chosen estimator fitted on the 324 released runs plus the merged local runs (collect.train_on),
     saved with a JSON card recording the local runs."""
@@ -167,6 +188,7 @@ ALL_TARGETS.extend(
         f"{DATA}/convergence.csv",
         f"{TABLES}/convergence_per_model.csv",
         f"{TABLES}/convergence_summary.csv",
+        f"{TABLES}/convergence_limits.csv",
         CONV_MODEL,
         f"{TABLES}/end_to_end_example.csv",
         f"{RESULTS}/claims_chronos.md",

@@ -90,6 +90,9 @@ BLOCKS: dict[str, tuple[str, Callable[[Path], str]]] = {
     "convergence-curves": ("tables/convergence_curves.csv", lambda p: _table(
         p, ["k", "method", "n_configurations", "n_runs", "n_seeds", "mape_mean_pct", "mape_sd_pct", "mape_ci95_lo",
             "mape_ci95_hi", "target_pct", "chosen"])),
+    "convergence-limits": ("tables/convergence_limits.csv", lambda p: _table(
+        p, ["protocol", "quantity", "method", "n_seeds", "avg_model_mape_pct", "sd_pct", "target_pct"],
+        query="family == '9 paper models'")),
     "emulation": ("tables/emulation_table1.csv", lambda p: _table(
         p, ["method", "host_gpu", "n_seeds", "n_gpus", "n", "mape", "mape_sd", "spearman", "pearson_log"])),
     "dag-cost": ("tables/dag_cost.csv", _dag_cost),
