@@ -108,6 +108,64 @@ rule predict_cli_example:
 ALL_TARGETS.append(f"{RESULTS}/predict_cli_example.txt")
 
 
+EXT = config["predict_external"]
+
+
+rule retrieve_external:
+    """The optional external benchmark's pinned files (mirror or URL, sha256-checked); absent files are listed."""
+    input:
+        lib=lib("retrieve_external"),
+    output:
+        files=directory(f"{RAW}/{EXT['source']}"),
+        manifest=f"{DATA}/external_manifest.csv",
+    params:
+        sha256=config["data"]["sources"].get(EXT["source"], {}).get("files"),  # mirror / URL: read by the script
+        source=EXT["source"],
+    log:
+        f"{LOGS}/predict/retrieve_external.log",
+    benchmark:
+        bench(f"{LOGS}/predict/retrieve_external.log")
+    localrule: True
+    conda:
+        env("analysis")
+    script:
+        "../workflow_scripts/retrieve_external.py"
+
+
+rule predict_external_eval:
+    """`traintime predict` (this run's saved models, --no-probe) against Lambda's public ResNet-50 training
+    throughput on data-center and workstation GPUs it never saw; the data reported absent when not retrieved."""
+    input:
+        files=rules.retrieve_external.output.files,
+        manifest=rules.retrieve_external.output.manifest,
+        calibration=rules.predict_interval_coverage.output.calibration,
+        neighbour=f"{RESULTS}/models/steptime/neighbour_model.json",
+        iteration=f"{DATA}/iteration.csv",
+        lib=lib("predict_external_eval"),
+    output:
+        csv=report(f"{TABLES}/predict_external_eval.csv", caption="../report/predict_external_eval.rst",
+                   category="Prediction (traintime predict)"),
+        md=f"{TABLES}/predict_external_eval.md",
+        rows=f"{DATA}/predict_external_rows.csv",  # per-row predictions (data, not a report table)
+    params:
+        models_dir=lambda w, input: os.path.dirname(os.path.dirname(input.calibration)),
+        data_dir=lambda w, input: os.path.dirname(input.iteration),
+        gpu_names=EXT["gpu_names"],
+        gpu_specs=config["gpu_specs"],
+    threads: 1
+    log:
+        f"{LOGS}/predict/external_eval.log",
+    benchmark:
+        bench(f"{LOGS}/predict/external_eval.log")
+    conda:
+        env("torch")
+    script:
+        "../workflow_scripts/predict_external_eval.py"
+
+
+ALL_TARGETS.append(f"{TABLES}/predict_external_eval.csv")
+
+
 rule predict_step_grouped:
     """Step-time models on grouped outer folds of both sources (traces: leave one GPU / model / generation out;
     CHRONOS: leave one GPU out; plus the external check fitted on CHRONOS only), and the efficiency and neighbour

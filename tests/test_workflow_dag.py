@@ -64,7 +64,7 @@ def built_copy(tmp_path: Path) -> Path:
     for line in summary[summary.index(next(s for s in summary if s.startswith("output_file"))) + 1:]:
         rel = line.split("\t")[0]
         path = work / rel
-        if path.name == "gpu_traces":  # the one directory() output
+        if not path.suffix:  # the directory() outputs (retrieved trace and external-benchmark folders)
             path.mkdir(parents=True, exist_ok=True)
         elif rel.startswith("results/raw/"):  # retrieved files are checked against their pinned sha256
             path.parent.mkdir(parents=True, exist_ok=True)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from traintime.core.errors import TraintimeError
 
-__all__ = ["EXAMPLE_ARGS", "run_cli_example", "write_cli_example"]
+__all__ = ["EXAMPLE_ARGS", "run_cli", "run_cli_example", "write_cli_example"]
 
 #: The README's first ``traintime predict`` command (static features, no probe): a test checks that the
 #: README shows exactly this command.
@@ -23,18 +23,24 @@ EXAMPLE_ARGS: tuple[str, ...] = ("predict", "--model", "resnet50", "--dataset", 
                                  "--precision", "16", "--no-probe", "--epochs", "90", "--gpu", "RTX 4090")
 
 
-def run_cli_example(args: Sequence[str], extra: Sequence[str] = ()) -> str:
-    """``$ traintime ARGS`` followed by what the command printed on stdout. ``extra`` arguments (folders
-    of the run) are passed too but not shown. A failing command raises :class:`TraintimeError`."""
+def run_cli(args: Sequence[str]) -> str:
+    """What ``traintime ARGS`` printed on stdout, run in-process. A failing command raises
+    :class:`TraintimeError` with the last line it printed on stderr."""
     from traintime.cli import main
 
     out, err = io.StringIO(), io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        status = main([*args, *extra])
+        status = main(list(args))
     if status != 0:
         raise TraintimeError(f"`traintime {shlex.join(args)}` exited with status {status}: "
                              f"{err.getvalue().strip().splitlines()[-1:] or ''}")
-    return f"$ traintime {shlex.join(args)}\n{out.getvalue()}"
+    return out.getvalue()
+
+
+def run_cli_example(args: Sequence[str], extra: Sequence[str] = ()) -> str:
+    """``$ traintime ARGS`` followed by what the command printed on stdout. ``extra`` arguments (folders
+    of the run) are passed too but not shown. A failing command raises :class:`TraintimeError`."""
+    return f"$ traintime {shlex.join(args)}\n{run_cli([*args, *extra])}"
 
 
 def write_cli_example(out_path: str | Path, models_dir: str | Path, data_dir: str | Path,

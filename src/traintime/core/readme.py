@@ -93,6 +93,9 @@ BLOCKS: dict[str, tuple[str, Callable[[Path], str]]] = {
     "convergence-limits": ("tables/convergence_limits.csv", lambda p: _table(
         p, ["protocol", "quantity", "method", "n_seeds", "avg_model_mape_pct", "sd_pct", "target_pct"],
         query="family == '9 paper models'")),
+    "predict-external": ("tables/predict_external_eval.csv", lambda p: _table(
+        p, ["precision", "rows", "gpus", "mape_pct", "median_ape_pct", "geo_mean_pred_over_measured",
+            "interval_coverage_pct", "pairs", "pairs_right_pct"])),
     "emulation": ("tables/emulation_table1.csv", lambda p: _table(
         p, ["method", "host_gpu", "n_seeds", "n_gpus", "n", "mape", "mape_sd", "spearman", "pearson_log"])),
     "dag-cost": ("tables/dag_cost.csv", _dag_cost),

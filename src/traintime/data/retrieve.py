@@ -106,6 +106,25 @@ def retrieve(source: Source, path: str, dest: str | os.PathLike[str], mirror: Pa
     raise DataUnavailableError(f"cannot get {source.name}/{path}: " + "; ".join(tried))
 
 
+def retrieve_optional(source: Source, dest_root: str | os.PathLike[str], mirror: Path | None,
+                      allow_download: bool = True, timeout_s: float = 60.0) -> list[dict[str, object]]:
+    """Retrieve every pinned file of an optional ``source`` to ``dest_root/<path>``; one record per file
+    (path, present, origin, reason). A file neither place has is recorded as absent (logged); a
+    :class:`ChecksumError` propagates (a corrupt copy is never skipped)."""
+    records: list[dict[str, object]] = []
+    for path in sorted(source.files):
+        rec: dict[str, object] = {"path": path, "present": False, "origin": None, "reason": None}
+        try:
+            rec["origin"] = retrieve(source, path, Path(dest_root) / path, mirror, timeout_s=timeout_s,
+                                     allow_download=allow_download)
+            rec["present"] = True
+        except DataUnavailableError as exc:
+            log.warning("optional file absent: %s", exc)
+            rec["reason"] = str(exc)
+        records.append(rec)
+    return records
+
+
 def available_in_mirror(source: Source, mirror: Path | None) -> list[str]:
     """Paths of ``source`` present in the mirror (for sources where any subset is usable)."""
     if mirror is None:
