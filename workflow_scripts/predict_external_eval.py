@@ -11,6 +11,7 @@ from traintime.predict_cli_example import run_cli
 from traintime.predict_external import (
     FILES,
     GPU_NAMES,
+    ROW_COLUMNS,
     absent_summary,
     load_benchmark,
     predict_rows,
@@ -40,8 +41,7 @@ def main(snakemake):
     if absent:
         reason = "; ".join(str(r) for r in manifest.loc[~manifest["present"].astype(bool), "reason"])
         log.warning("external benchmark not evaluated: %d file(s) absent", len(absent))
-        write_csv(pd.DataFrame(columns=["precision", "bench_gpu", "gpu", "batch_size", "images_per_s", "step_ms",
-                                        "pred_ms", "pred_low_ms", "pred_high_ms"]), rows_out)
+        write_csv(pd.DataFrame(columns=ROW_COLUMNS), rows_out)
         write_table(absent_summary(reason), snakemake.output.csv, snakemake.output.md, title=title,
                     note=NOTE + f"\nNot evaluated in this run: the pinned files could not be had ({reason}).\n")
         return

@@ -60,6 +60,9 @@ PRECISIONS: dict[str, str] = {"fp32": "32", "fp16": "16"}
 FILES: dict[str, tuple[str, str]] = {p: (f"pytorch/pytorch-train-throughput-{p}.csv", f"pytorch/pytorch-train-bs-{p}.csv")
                                      for p in PRECISIONS}
 COLUMN = "resnet50"
+#: Columns of the measured rows (:func:`load_benchmark`) and of the rows with predictions (:func:`predict_rows`).
+MEASURED_COLUMNS = ["precision", "bench_gpu", "gpu", "batch_size", "images_per_s", "step_ms"]
+ROW_COLUMNS = [*MEASURED_COLUMNS, "pred_ms", "pred_low_ms", "pred_high_ms"]
 TARGET_MAPE = 25.0
 TARGET_PAIRS = 90.0
 
@@ -82,9 +85,8 @@ def load_benchmark(files: Mapping[str, tuple[str | Path, str | Path]],
             raise SchemaError(f"predict_external: unknown precision {prec!r} (known: {', '.join(PRECISIONS)})")
         tp, bs = _read(tp_path, "throughput"), _read(bs_path, "batch-size")
         tp = tp[pd.to_numeric(tp["num_gpu"], errors="coerce") == 1]
-        batch = dict(zip(bs.loc[pd.to_numeric(bs["num_gpu"], errors="coerce") == 1, "name_gpu"],
-                         pd.to_numeric(bs.loc[pd.to_numeric(bs["num_gpu"], errors="coerce") == 1, COLUMN],
-                                       errors="coerce")))
+        bs = bs[pd.to_numeric(bs["num_gpu"], errors="coerce") == 1]
+        batch = dict(zip(bs["name_gpu"], pd.to_numeric(bs[COLUMN], errors="coerce")))
         for name, ips in zip(tp["name_gpu"], pd.to_numeric(tp[COLUMN], errors="coerce")):
             b = batch.get(name)
             why = ("no name mapping (predict_external.gpu_names)" if name not in gpu_names
@@ -95,7 +97,7 @@ def load_benchmark(files: Mapping[str, tuple[str | Path, str | Path]],
                 continue
             rows.append(dict(precision=prec, bench_gpu=name, gpu=gpu_names[name], batch_size=int(b),
                              images_per_s=float(ips), step_ms=1000.0 * float(b) / float(ips)))
-    return pd.DataFrame(rows, columns=["precision", "bench_gpu", "gpu", "batch_size", "images_per_s", "step_ms"]), skipped
+    return pd.DataFrame(rows, columns=MEASURED_COLUMNS), skipped
 
 
 def predict_args(precision: str, batch_size: int, gpus: Sequence[str], model: str = "resnet50",
@@ -124,17 +126,12 @@ def predict_rows(measured: pd.DataFrame, run_cli: Callable[[list[str]], str], mo
 
 def pairs_right(rows: pd.DataFrame) -> tuple[int, int]:
     """(pairs ordered right, pairs) by throughput within each precision, over GPU pairs whose measured
-    throughputs differ; predicted throughput = batch / predicted step time."""
-    right = total = 0
-    for _, g in rows.groupby("precision"):
-        m = g["images_per_s"].to_numpy(dtype=float)
-        p = (g["batch_size"] / g["pred_ms"]).to_numpy(dtype=float)
-        for i in range(len(g)):
-            for j in range(i + 1, len(g)):
-                if m[i] != m[j]:
-                    total += 1
-                    right += int((p[i] - p[j]) * (m[i] - m[j]) > 0)
-    return right, total
+    throughputs differ (:func:`traintime.predict_public_eval.pair_order`); predicted throughput = batch /
+    predicted step time."""
+    from traintime.predict_public_eval import pair_order
+
+    return pair_order(rows.assign(pred_images_per_s=rows["batch_size"] / rows["pred_ms"]), keys=["precision"],
+                      measured="images_per_s", predicted="pred_images_per_s")
 
 
 def summarise(rows: pd.DataFrame) -> pd.DataFrame:

@@ -113,11 +113,13 @@ def predict_subset(subset: pd.DataFrame, gpus: pd.DataFrame, models: dict[str, d
     return res
 
 
-def pair_order(pred: pd.DataFrame) -> tuple[int, int]:
-    """(pairs ordered right, pairs) over every workload's GPU pairs with different measured times."""
+def pair_order(pred: pd.DataFrame, keys: Sequence[str] = ("model", "img_px", "batch_size", "precision"),
+               measured: str = "latency_ms", predicted: str = "pred_ms") -> tuple[int, int]:
+    """(pairs ordered right, pairs) over the GPU pairs of every ``keys`` group (a workload) whose ``measured``
+    values differ; a pair is right when ``predicted`` orders it the same way (a predicted tie is wrong)."""
     right = total = 0
-    for _, g in pred.groupby(["model", "img_px", "batch_size", "precision"], sort=False):
-        y, p = g["latency_ms"].to_numpy(float), g["pred_ms"].to_numpy(float)
+    for _, g in pred.groupby(list(keys), sort=False):
+        y, p = g[measured].to_numpy(float), g[predicted].to_numpy(float)
         i, j = np.triu_indices(len(y), k=1)
         dy, dp = np.sign(y[i] - y[j]), np.sign(p[i] - p[j])
         ok = dy != 0

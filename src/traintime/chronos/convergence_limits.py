@@ -30,6 +30,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
+from traintime.chronos.convergence import _require
 from traintime.chronos.noise_floor import best_constant_ape, loo_median_ape
 from traintime.core.errors import SchemaError
 from traintime.core.metrics import mean_sd
@@ -40,12 +41,6 @@ GROUP_KEY: tuple[str, ...] = ("family", "model", "dataset", "optimizer")
 TARGET = "epochs_to_converge"
 #: The 9-model average over all families.
 ALL = "9 paper models"
-
-
-def _need(df: pd.DataFrame, cols: Sequence[str], who: str) -> None:
-    missing = [c for c in cols if c not in df.columns]
-    if missing:
-        raise SchemaError(f"{who}: input lacks column(s) {', '.join(missing)}")
 
 
 def _paper_average(ape: pd.Series, family: pd.Series, model: pd.Series,
@@ -63,7 +58,7 @@ def group_oracle(rows: pd.DataFrame, paper_models: Sequence[str] = PAPER_MODELS)
     """Per-group bounds on the released runs: columns quantity, family, runs, groups, avg_model_mape_pct.
 
     Groups with a single run have no spread to measure and are left out (their runs are not counted)."""
-    _need(rows, [*GROUP_KEY, TARGET], "group_oracle")
+    _require(rows, [*GROUP_KEY, TARGET], "group_oracle")
     y = pd.to_numeric(rows[TARGET], errors="coerce").to_numpy(dtype=float)
     if not np.all(np.isfinite(y) & (y > 0)):
         raise SchemaError(f"group_oracle: {TARGET} must be positive and finite on every row")
@@ -97,7 +92,7 @@ def model_offset_oracle(preds: pd.DataFrame, paper_models: Sequence[str] = PAPER
 
     ``preds``: out-of-fold predictions as written by rule ``convergence_evaluate`` (only ``lomo`` rows are used)."""
     cols = ["protocol", "method", "seed", "family", "model", "epochs_measured", "epochs_predicted"]
-    _need(preds, cols, "model_offset_oracle")
+    _require(preds, cols, "model_offset_oracle")
     lomo = preds[preds["protocol"] == "lomo"]
     if lomo.empty:
         raise SchemaError("model_offset_oracle: no lomo predictions in the input")
@@ -139,7 +134,7 @@ def convergence_limits(rows: pd.DataFrame, preds: pd.DataFrame, methods: Sequenc
     then method, families alphabetical and the 9-model average last. The LOMO part covers the ``methods``
     present in ``preds`` and is left out when ``preds`` has no LOMO rows of them."""
     parts = [group_oracle(rows, paper_models)]
-    _need(preds, ["protocol", "method"], "convergence_limits")
+    _require(preds, ["protocol", "method"], "convergence_limits")
     lomo = preds[(preds["protocol"] == "lomo") & preds["method"].isin(list(methods))]
     if not lomo.empty:
         parts.append(model_offset_oracle(lomo, paper_models))

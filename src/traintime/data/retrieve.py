@@ -107,19 +107,20 @@ def retrieve(source: Source, path: str, dest: str | os.PathLike[str], mirror: Pa
 
 
 def retrieve_optional(source: Source, dest_root: str | os.PathLike[str], mirror: Path | None,
-                      allow_download: bool = True, timeout_s: float = 60.0) -> list[dict[str, object]]:
-    """Retrieve every pinned file of an optional ``source`` to ``dest_root/<path>``; one record per file
-    (path, present, origin, reason). A file neither place has is recorded as absent (logged); a
-    :class:`ChecksumError` propagates (a corrupt copy is never skipped)."""
+                      allow_download: bool = True, timeout_s: float = 60.0,
+                      flatten: bool = False) -> list[dict[str, object]]:
+    """Retrieve every pinned file of an optional ``source`` to ``dest_root/<path>`` (``dest_root/<file name>``
+    with ``flatten``); one record per file (path, present, origin, reason). A file neither place has is
+    recorded as absent (logged); a :class:`ChecksumError` propagates (a corrupt copy is never skipped)."""
     records: list[dict[str, object]] = []
     for path in sorted(source.files):
         rec: dict[str, object] = {"path": path, "present": False, "origin": None, "reason": None}
+        dest = Path(dest_root) / (Path(path).name if flatten else path)
         try:
-            rec["origin"] = retrieve(source, path, Path(dest_root) / path, mirror, timeout_s=timeout_s,
-                                     allow_download=allow_download)
+            rec["origin"] = retrieve(source, path, dest, mirror, timeout_s=timeout_s, allow_download=allow_download)
             rec["present"] = True
         except DataUnavailableError as exc:
-            log.warning("optional file absent: %s", exc)
+            log.warning("skipping %s: %s", Path(path).stem, exc)
             rec["reason"] = str(exc)
         records.append(rec)
     return records

@@ -36,11 +36,11 @@ from pathlib import Path
 
 import pandas as pd
 
-from traintime.core.errors import DataUnavailableError, SchemaError, UnknownNameError
+from traintime.core.errors import SchemaError, UnknownNameError
 from traintime.core.io import read_csv, reject_duplicate_rows
 from traintime.core.schema import Column, TableSchema
 from traintime.core.specs import canonical_gpu, load_specs
-from traintime.data.retrieve import Source, retrieve
+from traintime.data.retrieve import Source, retrieve_optional
 from traintime.emulation.schema import TARGET_TRACE
 
 log = logging.getLogger(__name__)
@@ -101,21 +101,13 @@ def retrieve_traces(source: Source, dest_dir: str | os.PathLike[str], mirror: Pa
     ``dest_dir/X.csv``).
     """
     specs = load_specs() if specs is None else specs
-    dest_dir = Path(dest_dir)
-    dest_dir.mkdir(parents=True, exist_ok=True)
+    Path(dest_dir).mkdir(parents=True, exist_ok=True)
     rows = []
-    for path in sorted(source.files):
+    for rec in retrieve_optional(source, dest_dir, mirror, allow_download=allow_download, timeout_s=timeout_s,
+                                 flatten=True):
+        path = str(rec.pop("path"))
         stem = Path(path).stem
-        row = {"trace_file": stem, "gpu": canonical_gpu(stem, specs), "sha256": source.files[path],
-               "present": False, "origin": None, "reason": None}
-        try:
-            row["origin"] = retrieve(source, path, dest_dir / Path(path).name, mirror,
-                                     timeout_s=timeout_s, allow_download=allow_download)
-            row["present"] = True
-        except DataUnavailableError as exc:
-            log.warning("skipping trace %s: %s", stem, exc)
-            row["reason"] = str(exc)
-        rows.append(row)
+        rows.append({"trace_file": stem, "gpu": canonical_gpu(stem, specs), "sha256": source.files[path], **rec})
     return MANIFEST.validate(pd.DataFrame(rows), source="trace manifest")
 
 
