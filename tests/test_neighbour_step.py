@@ -88,7 +88,8 @@ def test_frozen_json_round_trip_predicts_the_same_and_clone_keeps_params() -> No
     np.testing.assert_allclose(frozen.predict(test), m.predict(test), rtol=1e-5)
     assert "3 nearest measured workloads" in frozen.label and "synthetic" in frozen.label
     assert clone(m).get_params() == {"k": 3, "alpha": 1.0, "trained_on": "synthetic", "hardware": "peak_bandwidth",
-                                     "trend": "ridge", "descriptors": "base", "slopes": None}
+                                     "trend": "ridge", "descriptors": "base", "slopes": None,
+                                     "batch_edge": "global"}
 
 
 def test_unfitted_and_too_few_rows_raise_clear_errors() -> None:
@@ -291,3 +292,29 @@ def test_per_workload_slopes_carry_a_workload_own_bandwidth_sensitivity_to_an_un
     nested = NestedNeighbourStepTime(alpha=0.0, candidates=("peak_bandwidth",)).fit(train, sloped_ms(train))
     assert nested.best_slopes_ is not None, nested.inner_slopes_mape_
     assert set(nested.inner_slopes_mape_) == {"off", "1", "3", "10"}
+
+
+def test_a_larger_batch_than_its_network_was_measured_at_keeps_the_edge_efficiency() -> None:
+    """Network m0 is measured at batch 16 and 64, network m1 (other FLOPs) up to batch 1024, under a law whose
+    efficiency keeps improving with batch: the trend would carry m0 at batch 1024 to m1's efficiency there; with
+    ``batch_edge='network'`` m0 keeps its efficiency at 64 (time per sample relative to the roofline unchanged)."""
+    gpus = list(GPUS)
+    small = synthetic_rows([0], gpus)
+    big = pd.concat([synthetic_rows([3], gpus).assign(batch_size=b, flops_train_per_batch=2e9 * 4 * b)
+                     for b in (16, 64, 256, 1024)], ignore_index=True)
+    train = pd.concat([small, big], ignore_index=True)
+    y = true_ms(train) * (train["batch_size"].to_numpy() / 16.0) ** -0.3  # efficiency grows with batch
+    query = synthetic_rows([0], gpus)
+    q64 = query[query["batch_size"] == 64].reset_index(drop=True)
+    q1024 = q64.assign(batch_size=1024, flops_train_per_batch=q64["flops_train_per_batch"] * 16)
+    edge = NeighbourStepTime(alpha=0.0, batch_edge="network").fit(train, y)
+    assert NeighbourStepTime().batch_edge == "global"  # the default rule
+    per_offset = edge.predict(q1024) / offset_ms(q1024)
+    np.testing.assert_allclose(per_offset, edge.predict(q64) / offset_ms(q64), rtol=1e-9)
+    np.testing.assert_allclose(edge.predict(q64), NeighbourStepTime(alpha=0.0, batch_edge="global")
+                               .fit(train, y).predict(q64), rtol=1e-12)  # inside the measured range: no change
+    glob = NeighbourStepTime(alpha=0.0, batch_edge="global").fit(train, y)
+    assert (glob.predict(q1024) / offset_ms(q1024) < 0.9 * per_offset).all()  # the trend keeps shortening it
+    assert FrozenNeighbour(json.loads(json.dumps(edge.to_json()))).predict(q1024) == pytest.approx(edge.predict(q1024))
+    with pytest.raises(SchemaError, match="batch_edge 'own'"):
+        NeighbourStepTime(batch_edge="own").fit(train, y)

@@ -68,7 +68,8 @@ def test_grouped_evaluation_never_fits_on_the_held_out_group() -> None:
     folds = [(p, g, test) for p, _, fs in protocols(data) for g, _, test in fs]
     # per fold and learned model (efficiency, neighbour): one fit on both sources (not for the external protocol),
     # one on CHRONOS only on CHRONOS LOGO and the external protocol
-    n_fits = {p: 2 * (1 if p.startswith("traces") else 2) for p, _, _ in folds}
+    # (and on the largest-batch protocols one more: the neighbour model with the network batch edge)
+    n_fits = {p: 4 if p == "chronos LOGO" else 3 if p.endswith("largest batch") else 2 for p, _, _ in folds}
     assert len(FITS) == sum(n_fits[p] for p, _, _ in folds)
     i = 0
     for proto, group, test in folds:
@@ -80,6 +81,11 @@ def test_grouped_evaluation_never_fits_on_the_held_out_group() -> None:
                 if col[proto] == "generation":
                     key = fit["gpu"].map(generation)
                 assert group not in set(key.astype(str)), (proto, group)
+            elif proto.endswith("largest batch"):  # no row of a held-out (network, largest batch) is fitted on
+                held = data[test]
+                assert held["batch_size"].eq(64).all() and len(held)
+                key = ["source", "model", "gpu", "batch_size"]
+                assert not set(map(tuple, fit[key].to_numpy())) & set(map(tuple, held[key].to_numpy())), proto
             else:  # external: fitted on CHRONOS GPUs only
                 assert not set(fit["gpu"]) & set(traces["gpu"])
         i += n
@@ -88,7 +94,9 @@ def test_grouped_evaluation_never_fits_on_the_held_out_group() -> None:
     eff = pred[(pred["method"] == "efficiency") & (pred["protocol"] == "traces LOGO")]
     assert sorted(eff["row"]) == list(range(len(traces)))
     assert {"efficiency", "neighbour", "roofline_assumed", "roofline_calibrated", "efficiency_chronos_only",
-            "neighbour_chronos_only"} <= set(summary["method"])
+            "neighbour_chronos_only", "neighbour_network_edge"} <= set(summary["method"])
+    edge = summary[summary["method"] == "neighbour_network_edge"]
+    assert set(edge["protocol"]) == {"traces largest batch", "chronos largest batch"}
     assert isinstance(wins(summary), bool) and isinstance(wins(summary, new="neighbour"), bool)
 
 

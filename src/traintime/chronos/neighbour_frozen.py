@@ -31,7 +31,8 @@ The model (fitted by :class:`traintime.chronos.neighbour_step.NeighbourStepTime`
   alone miss for a model unlike any measured one), or zero (plain kNN; frozen files written before the trend
   existed). Both are looked up at the descriptors clipped to
   the measured range (outside it - a larger batch or model than any measured - the efficiency stays that of the
-  range's edge, and the time grows with the roofline's work). The distance to the nearest measured workload says
+  range's edge, and the time grows with the roofline's work; ``batch_edge = "network"``: the batch edge of the
+  workload's own network instead, :func:`batch_edge`). The distance to the nearest measured workload says
   how far the answer is from anything measured.
 """
 
@@ -49,6 +50,8 @@ from traintime.core.memo import memoized_on_frame
 #: the model, input size and batch (the kNN space of frozen files that name no ``knn_features``)
 WORKLOAD_FEATURES: tuple[str, ...] = ("log_flops_per_sample", "log_batch", "log_act_per_sample", "log_layers",
                                       "log_params", "log_input_px", "half", "transformer")
+#: descriptors that change with the batch of the same network (see :func:`batch_edge`)
+BATCH_DESCRIPTORS: tuple[str, ...] = ("log_batch", "log_intensity", "log_flops_per_layer")
 #: further descriptors the hardware interactions use (work per kernel, arithmetic intensity of the step)
 INTERACTION_FEATURES: tuple[str, ...] = ("log_flops_per_layer", "log_intensity")
 #: the base descriptors, standardised together: the kNN and trend space (:data:`WORKLOAD_FEATURES` first)
@@ -205,6 +208,41 @@ def workload_trend(z: np.ndarray, coef: Any) -> np.ndarray:
     return c[0] + z @ c[1:]
 
 
+def batch_edge(wl: pd.DataFrame, descs: list[str], params: dict[str, Any]) -> pd.DataFrame:
+    """Descriptors ``wl`` with the batch-dependent ones (:data:`BATCH_DESCRIPTORS`) of each workload set to those of
+    its *network's* largest measured batch where it asks for a larger batch (``batch_edge = "network"``, an
+    alternative to the default ``"global"`` edge of all data). The network of a workload is the nearest measured
+    workload in the batch-free descriptors (the same model, input size and precision, or the closest one), its edge
+    the largest batch measured of it: beyond it the efficiency stays that measured there and the time grows with the
+    roofline's work, instead of following the trend in batch (learned mostly on small models that fill a GPU only at
+    large batches). Which rule extrapolates better is measured, not assumed: the *largest batch* protocols of
+    :mod:`traintime.predict_step_grouped` score both (``neighbour`` and ``neighbour_network_edge``)."""
+    cols = [d for d in descs if d in BATCH_DESCRIPTORS]
+    free = [i for i, d in enumerate(descs) if d not in BATCH_DESCRIPTORS]
+    train_z = np.asarray(params["train_z"], float)
+    if not cols or not free or "log_batch" not in descs or train_z.shape[1] != len(descs):
+        return wl
+    wm, ws = np.asarray(params["wl_mean"], float), np.asarray(params["wl_scale"], float)
+    train_raw = train_z * ws + wm
+    q = wl[descs].to_numpy(dtype=float)
+    uq, inv = np.unique((q - wm) / ws, axis=0, return_inverse=True)
+    inv = np.asarray(inv).reshape(-1)
+    tf = train_z[:, free]
+    d = np.sqrt(np.maximum((uq[:, free] ** 2).sum(1)[:, None] + (tf ** 2).sum(1)[None, :] - 2 * uq[:, free] @ tf.T, 0))
+    ib = descs.index("log_batch")
+    out = q.copy()
+    for j, n in enumerate(d.argmin(axis=1)):
+        same = np.flatnonzero(np.sqrt(((tf - tf[n]) ** 2).sum(axis=1)) < 1e-6)
+        edge = same[np.argmax(train_raw[same, ib])]
+        rows_j = np.flatnonzero(inv == j)
+        if q[rows_j[0], ib] > train_raw[edge, ib] + 1e-9:
+            for c in cols:
+                out[rows_j, descs.index(c)] = train_raw[edge, descs.index(c)]
+    res = wl.copy()  # memoized (core.memo): never changed in place
+    res[descs] = out
+    return res
+
+
 def neighbour_predict(rows: pd.DataFrame, params: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(step ms, distance to the nearest measured workload, its index) of ``rows`` for frozen ``params``."""
     wl = workload_features(rows)
@@ -212,6 +250,8 @@ def neighbour_predict(rows: pd.DataFrame, params: dict[str, Any]) -> tuple[np.nd
     descs = list(params.get("descriptors") or DESCRIPTORS)  # files written before descriptor sets: the base ones
     nd = len(params.get("knn_features") or WORKLOAD_FEATURES)  # kNN / trend space: the first nd descriptors
     z_raw = ((wl[descs].to_numpy(dtype=float) - wm) / ws)[:, :nd]
+    if params.get("batch_edge") == "network":
+        wl = batch_edge(wl, descs, params)
     if "desc_min" in params:  # beyond the measured range (a larger batch or model) the efficiency - neighbours, trend
         # and hardware interactions alike - is that of the range's edge, so the time keeps growing with the roofline's work
         wl = wl.copy()  # memoized (core.memo): never changed in place

@@ -100,10 +100,15 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
     slopes : ridge strength of each measured workload's own deviation from the coefficients of log peak and log
         bandwidth (fitted on its rows' residuals, shrunk toward 0; needs >= 3 rows), or None (off: every workload
         shares ``beta``). A workload never measured has no deviation.
+    batch_edge : ``"global"`` (a batch beyond all measured ones takes the efficiency at the edge of all data) or
+        ``"network"`` (beyond its own network's largest measured batch;
+        :func:`~traintime.chronos.neighbour_frozen.batch_edge`).
     """
 
     def __init__(self, k: int = 5, alpha: float = 1.0, trained_on: str = "", hardware: str = "peak_bandwidth",
-                 trend: str = "ridge", descriptors: str = "base", slopes: float | None = None) -> None:
+                 trend: str = "ridge", descriptors: str = "base", slopes: float | None = None,
+                 batch_edge: str = "global") -> None:
+        self.batch_edge = batch_edge
         self.slopes = slopes
         self.k = k
         self.alpha = alpha
@@ -121,6 +126,8 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
     def fit(self, rows: pd.DataFrame, y_ms: Any, sample_weight: Any = None) -> NeighbourStepTime:
         if self.trend not in ("ridge", "none"):
             raise SchemaError(f"neighbour model: trend {self.trend!r} is unknown (use ridge or none)")
+        if self.batch_edge not in ("global", "network"):
+            raise SchemaError(f"neighbour model: batch_edge {self.batch_edge!r} is unknown (use global or network)")
         y = np.asarray(y_ms, dtype=float)
         if len(y) != len(rows):
             raise SchemaError(f"step rows ({len(rows)}) and measured times ({len(y)}) differ in length")
@@ -192,7 +199,7 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
                 "desc_max": self.desc_max_.tolist(), "train_z": self.train_z_.tolist(),
                 "train_u": self.train_u_.tolist(),
                 "trend_coef": None if self.trend_coef_ is None else self.trend_coef_.tolist(),
-                "slopes": self.slopes,
+                "slopes": self.slopes, "batch_edge": self.batch_edge,
                 "train_gamma": None if self.train_gamma_ is None else np.round(self.train_gamma_, 8).tolist(),
                 "train_hmean": None if self.train_hmean_ is None else np.round(self.train_hmean_, 8).tolist(),
                 "train_source": self.train_source_, "rows": self.n_rows_, "workloads": self.n_workloads_,
@@ -226,7 +233,7 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
     descriptor_sets : descriptor sets tried (:data:`~traintime.chronos.neighbour_frozen.DESCRIPTOR_SETS`).
     slopes : strengths of the per-workload slopes tried (None = off; :class:`NeighbourStepTime`).
     inner_splits : inner folds (at most the number of training GPUs / models).
-    k, alpha, trained_on : passed to :class:`NeighbourStepTime`.
+    k, alpha, trained_on, batch_edge : passed to :class:`NeighbourStepTime`.
     inner_group : column the inner folds of the hardware choice are grouped by (``gpu``; ``generation`` when the outer
         folds hold out whole GPU generations: the inner split of the same kind as the outer one).
     """
@@ -234,7 +241,9 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
     def __init__(self, candidates: tuple[str, ...] = tuple(HARDWARE_SETS),
                  trends: tuple[str, ...] = ("ridge", "none"), descriptor_sets: tuple[str, ...] = ("base", "kernel_mix"),
                  inner_splits: int = 3, k: int = 5, alpha: float = 1.0, trained_on: str = "",
-                 inner_group: str = "gpu", slopes: tuple[float | None, ...] = (None, 1.0, 3.0, 10.0)) -> None:
+                 inner_group: str = "gpu", slopes: tuple[float | None, ...] = (None, 1.0, 3.0, 10.0),
+                 batch_edge: str = "global") -> None:
+        self.batch_edge = batch_edge
         self.inner_group = inner_group
         self.slopes = slopes
         self.candidates = candidates
@@ -245,6 +254,9 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
         self.alpha = alpha
         self.trained_on = trained_on
 
+    def _candidate(self, **params: Any) -> NeighbourStepTime:
+        return NeighbourStepTime(k=self.k, alpha=self.alpha, batch_edge=self.batch_edge, **params)
+
     def fit(self, rows: pd.DataFrame, y_ms: Any, sample_weight: Any = None) -> NestedNeighbourStepTime:
         with frame_memo():  # every candidate and choice shares the fold slices and what is derived from them
             return self._fit(rows, np.asarray(y_ms, dtype=float), sample_weight)
@@ -253,22 +265,20 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
         tried = tuple(c for i, c in enumerate(self.candidates)
                       if i == 0 or spec_known(rows, HARDWARE_SETS.get(c, ())).all())
         self.best_, self.inner_mape_ = inner_group_choice(
-            lambda cand: NeighbourStepTime(k=self.k, alpha=self.alpha, hardware=cand), tried,
-            self.inner_splits, rows, y, sample_weight, group=self.inner_group)
+            lambda cand: self._candidate(hardware=cand), tried, self.inner_splits, rows, y, sample_weight,
+            group=self.inner_group)
         strengths = {"off" if v is None else f"{float(v):g}": v for v in self.slopes}
         best_s, self.inner_slopes_mape_ = inner_group_choice(
-            lambda c: NeighbourStepTime(k=self.k, alpha=self.alpha, hardware=self.best_, slopes=strengths[c]),
+            lambda c: self._candidate(hardware=self.best_, slopes=strengths[c]),
             tuple(strengths), self.inner_splits, rows, y, sample_weight, group=self.inner_group)
         self.best_slopes_ = strengths[best_s]
         pairs = {f"{t}, {d}": (t, d) for t in self.trends for d in self.descriptor_sets}
         best, self.inner_trend_mape_ = inner_group_choice(
-            lambda c: NeighbourStepTime(k=self.k, alpha=self.alpha, hardware=self.best_, trend=pairs[c][0],
-                                        descriptors=pairs[c][1]), tuple(pairs), self.inner_splits, rows, y,
-            sample_weight, group="model")
+            lambda c: self._candidate(hardware=self.best_, trend=pairs[c][0], descriptors=pairs[c][1]), tuple(pairs),
+            self.inner_splits, rows, y, sample_weight, group="model")
         self.best_trend_, self.best_descriptors_ = pairs[best]
-        self.model_ = NeighbourStepTime(k=self.k, alpha=self.alpha, trained_on=self.trained_on, hardware=self.best_,
-                                        trend=self.best_trend_, descriptors=self.best_descriptors_,
-                                        slopes=self.best_slopes_)
+        self.model_ = self._candidate(trained_on=self.trained_on, hardware=self.best_, trend=self.best_trend_,
+                                      descriptors=self.best_descriptors_, slopes=self.best_slopes_)
         self.model_.fit(rows, y, sample_weight)
         return self
 
