@@ -11,6 +11,7 @@ from traintime.chronos.neighbour_step import NeighbourStepTime
 from traintime.predict_step_grouped import (
     both_sources,
     generation,
+    largest_batch,
     protocols,
     step_grouped_eval,
     summarise_folds,
@@ -201,3 +202,11 @@ def test_fold_breakdown_by_hand() -> None:
     assert cnn["rows"] == 2 and cnn["mape_pct"] == pytest.approx(75.0) and cnn["median_ape_pct"] == pytest.approx(75.0)
     assert cnn["geo_mean_pred_over_measured"] == pytest.approx(1.0)  # 2x and 0.5x
     assert t.iloc[1]["mape_pct"] == 0.0
+
+
+def test_largest_batch_marks_each_networks_largest_batch_once_measured_at_several() -> None:
+    data = pd.DataFrame({"source": ["traces"] * 5 + ["chronos"] * 2, "model": ["a", "a", "a", "b", "a", "a", "a"],
+                         "img_px": [224, 224, 224, 224, 128, 224, 224], "precision": ["32"] * 7,
+                         "batch_size": [16, 64, 64, 64, 16, 32, 128]})
+    # a@224 traces: both batch-64 rows (two GPUs); b: one batch only; a@128: one batch only; chronos a: its 128
+    assert largest_batch(data).tolist() == [False, True, True, False, False, False, True]

@@ -150,9 +150,10 @@ def grouped_predictions(data: pd.DataFrame, calibration: dict[str, Any] | None,
             idx = np.flatnonzero(test)
             methods: dict[str, np.ndarray] = {}
             only_ch = train & (src == "chronos")
-            edge_variant = proto.endswith("largest batch")  # the batch question: also the network-edge rule
-            for name, make in [*learned.items(), *([("neighbour_network_edge", learned["neighbour"])]
-                                                    if edge_variant else [])]:
+            fitted = dict(learned)
+            if proto.endswith("largest batch"):  # the batch question: also the network-edge rule
+                fitted["neighbour_network_edge"] = learned["neighbour"]
+            for name, make in fitted.items():
                 if not external:
                     m = make()
                     if name == "neighbour_network_edge":
@@ -228,8 +229,7 @@ def wins(summary: pd.DataFrame, new: str = "efficiency", old: str = "roofline_ca
     model or generation out: the rule fixed before the comparison; the external check and the *largest batch*
     protocols, on whose CHRONOS rows the saved calibration was fitted, are reported beside it, not part of it)."""
     keep = ~summary["protocol"].str.startswith("traces external") & ~summary["protocol"].str.endswith("largest batch")
-    s = summary[keep].pivot(index="protocol", columns="method",
-                                                                             values="mape_pct")
+    s = summary[keep].pivot(index="protocol", columns="method", values="mape_pct")
     return bool(len(s) and (s[new] < s[old]).all())
 
 

@@ -181,6 +181,11 @@ def hardware_features(rows: pd.DataFrame, wl: pd.DataFrame, wl_mean: np.ndarray,
     return np.column_stack([cols[n] for n in names])
 
 
+def pairwise_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Euclidean distances between the rows of ``a`` and of ``b`` (expanded form; round-off below 0 clipped)."""
+    return np.sqrt(np.maximum((a ** 2).sum(1)[:, None] + (b ** 2).sum(1)[None, :] - 2 * a @ b.T, 0.0))
+
+
 def neighbour_u(z: np.ndarray, train_z: np.ndarray, train_u: np.ndarray,
                 k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(u, distance to the nearest measured workload, its index) for standardised descriptors ``z``: a workload at
@@ -189,7 +194,7 @@ def neighbour_u(z: np.ndarray, train_z: np.ndarray, train_u: np.ndarray,
         return np.zeros(0), np.zeros(0), np.zeros(0, dtype=int)
     uz, inv = np.unique(z, axis=0, return_inverse=True)  # one distance row per distinct workload, not per GPU row
     inv = np.asarray(inv).reshape(-1)
-    d = np.sqrt(np.maximum((uz ** 2).sum(1)[:, None] + (train_z ** 2).sum(1)[None, :] - 2 * uz @ train_z.T, 0.0))
+    d = pairwise_distance(uz, train_z)
     kk = min(int(k), train_z.shape[0])
     near = np.argpartition(d, kk - 1, axis=1)[:, :kk] if kk < d.shape[1] else np.tile(np.arange(kk), (len(d), 1))
     near = np.take_along_axis(near, np.argsort(np.take_along_axis(d, near, axis=1), axis=1, kind="stable"), axis=1)
@@ -228,10 +233,9 @@ def batch_edge(wl: pd.DataFrame, descs: list[str], params: dict[str, Any]) -> pd
     uq, inv = np.unique((q - wm) / ws, axis=0, return_inverse=True)
     inv = np.asarray(inv).reshape(-1)
     tf = train_z[:, free]
-    d = np.sqrt(np.maximum((uq[:, free] ** 2).sum(1)[:, None] + (tf ** 2).sum(1)[None, :] - 2 * uq[:, free] @ tf.T, 0))
     ib = descs.index("log_batch")
     out = q.copy()
-    for j, n in enumerate(d.argmin(axis=1)):
+    for j, n in enumerate(pairwise_distance(uq[:, free], tf).argmin(axis=1)):
         same = np.flatnonzero(np.sqrt(((tf - tf[n]) ** 2).sum(axis=1)) < 1e-6)
         edge = same[np.argmax(train_raw[same, ib])]
         rows_j = np.flatnonzero(inv == j)
