@@ -187,6 +187,9 @@ rule predict_step_grouped:
         folds_csv=report(f"{TABLES}/predict_step_grouped_folds.csv", caption="../report/predict_step_grouped_folds.rst",
                          category="Prediction (traintime predict)"),
         folds_md=f"{TABLES}/predict_step_grouped_folds.md",
+        scaling_csv=report(f"{TABLES}/predict_step_batch_scaling.csv",
+                           caption="../report/predict_step_batch_scaling.rst", category="Prediction (traintime predict)"),
+        scaling_md=f"{TABLES}/predict_step_batch_scaling.md",
         model=f"{RESULTS}/models/steptime/efficiency_model.json",
         neighbour_model=f"{RESULTS}/models/steptime/neighbour_model.json",
     params:

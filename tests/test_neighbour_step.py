@@ -89,7 +89,7 @@ def test_frozen_json_round_trip_predicts_the_same_and_clone_keeps_params() -> No
     assert "3 nearest measured workloads" in frozen.label and "synthetic" in frozen.label
     assert clone(m).get_params() == {"k": 3, "alpha": 1.0, "trained_on": "synthetic", "hardware": "peak_bandwidth",
                                      "trend": "ridge", "descriptors": "base", "slopes": None,
-                                     "batch_edge": "global"}
+                                     "batch_edge": "global", "slope_sms": False}
 
 
 def test_unfitted_and_too_few_rows_raise_clear_errors() -> None:
@@ -271,10 +271,12 @@ def test_kernel_shares_rescale_hook_fractions_and_treat_missing_as_zero() -> Non
     np.testing.assert_allclose(kernel_shares(frame)["flops_share_3x3"], [0.5, 0.0, 1.0])
 
 
-def sloped_ms(rows: pd.DataFrame) -> np.ndarray:
-    """Known law (synthetic): workload m2 gains twice as much from memory bandwidth as the others."""
-    lb = np.log10(rows["memory_bandwidth_gbps"].to_numpy() / 600.0)
-    return true_ms(rows) * 10 ** np.where(rows["model"].eq("m2").to_numpy(), -0.8 * lb, 0.0)
+def sloped_ms(rows: pd.DataFrame, spec: str = "memory_bandwidth_gbps", ref: float = 600.0,
+              slope: float = -0.8) -> np.ndarray:
+    """Known law (synthetic): workload m2 has its own extra slope in log ``spec`` (by default it gains twice as much
+    from memory bandwidth as the others)."""
+    ls = np.log10(rows[spec].to_numpy() / ref)
+    return true_ms(rows) * 10 ** np.where(rows["model"].eq("m2").to_numpy(), slope * ls, 0.0)
 
 
 def test_per_workload_slopes_carry_a_workload_own_bandwidth_sensitivity_to_an_unseen_gpu() -> None:
@@ -292,6 +294,32 @@ def test_per_workload_slopes_carry_a_workload_own_bandwidth_sensitivity_to_an_un
     nested = NestedNeighbourStepTime(alpha=0.0, candidates=("peak_bandwidth",)).fit(train, sloped_ms(train))
     assert nested.best_slopes_ is not None, nested.inner_slopes_mape_
     assert set(nested.inner_slopes_mape_) == {"off", "1", "3", "10"}
+
+
+def sm_sloped_ms(rows: pd.DataFrame) -> np.ndarray:
+    """Known law (synthetic): workload m2 runs faster on GPUs with more SMs (small kernels), the others do not."""
+    return sloped_ms(rows, "sms", 50.0, -0.6)
+
+
+def test_per_workload_sm_slopes_carry_a_workload_own_sm_sensitivity_to_an_unseen_gpu() -> None:
+    train = synthetic_rows(list(range(6)), ["A", "B", "C", "D", "E"])
+    test = synthetic_rows([2], ["F"])  # the most SMs, never seen; workload m2 measured elsewhere
+    y = sm_sloped_ms(train)
+
+    def err(**kw: object) -> float:
+        m = NeighbourStepTime(alpha=0.0, hardware="peak_bandwidth_sms", slopes=0.01, **kw).fit(train, y)
+        return float(np.abs(m.predict(test) / sm_sloped_ms(test) - 1).max())
+
+    assert err(slope_sms=True) < 0.5 * err(slope_sms=False)
+    m = NeighbourStepTime(alpha=0.0, hardware="peak_bandwidth_sms", slopes=0.01, slope_sms=True).fit(train, y)
+    assert m.to_json()["slope_columns"] == [0, 1, 7]
+    np.testing.assert_allclose(FrozenNeighbour(json.loads(json.dumps(m.to_json()))).predict(test), m.predict(test),
+                               rtol=1e-6)
+    no_sms = NeighbourStepTime(hardware="peak_bandwidth", slopes=0.01, slope_sms=True).fit(train, y)
+    assert no_sms.to_json()["slope_columns"] == [0, 1]  # a hardware set without the SM count: no SM slope
+    nested = NestedNeighbourStepTime(alpha=0.0, candidates=("peak_bandwidth_sms",), slopes=(None, 0.01),
+                                     slope_sms=(False, True)).fit(train, y)
+    assert set(nested.inner_slopes_mape_) == {"off", "0.01", "0.01 +sms"}
 
 
 def test_a_larger_batch_than_its_network_was_measured_at_keeps_the_edge_efficiency() -> None:

@@ -13,6 +13,12 @@ Out-of-fold compute-time errors of every method of results/tables/predict_step_g
 (`fold`) and family, on the two leave-one-GPU-out protocols. `geo_mean_pred_over_measured` > 1: the GPU is
 predicted slower than measured. Label noise for comparison: results/tables/iteration_noise_floor.md.
 """
+SCALING_NOTE = """
+Out-of-fold compute-time errors on the two leave-one-GPU-out protocols by how the measured time of the row's network
+on its own GPU grows with batch (exponent s of time in batch between its smallest and largest measured batch;
+traintime.chronos.batch_scaling): s near 0 = the step takes the same time at every batch, a fixed per-step cost of
+the host that no GPU spec describes. A diagnostic read from the held-out GPU's own measurements, not a model feature.
+"""
 
 
 def main(snakemake):
@@ -21,7 +27,7 @@ def main(snakemake):
     from traintime.predict_step_grouped import run_step_grouped
 
     cal = json.loads(Path(snakemake.input.calibration).read_text())
-    summary, cov, frozen, md, folds = run_step_grouped(read_csv(snakemake.input.traces),
+    summary, cov, frozen, md, folds, scaling = run_step_grouped(read_csv(snakemake.input.traces),
                                                 read_csv(snakemake.input.iteration, low_memory=False), cal,
                                                 p.gpu_specs, p.img_px, p.precisions, p.batch_sizes, p.coverage)
     summary.to_csv(snakemake.output.csv, index=False)
@@ -29,6 +35,9 @@ def main(snakemake):
     Path(snakemake.output.md).write_text(md)
     write_table(folds, snakemake.output.folds_csv, snakemake.output.folds_md,
                 title="Step-time models per held-out GPU and family (leave-one-GPU-out outer folds)", note=FOLDS_NOTE)
+    write_table(scaling, snakemake.output.scaling_csv, snakemake.output.scaling_md,
+                title="Step-time errors by how the measured time grows with batch (leave-one-GPU-out outer folds)",
+                note=SCALING_NOTE)
     for name, path in [("efficiency", snakemake.output.model), ("neighbour", snakemake.output.neighbour_model)]:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps(frozen[name], indent=1) + "\n")

@@ -289,9 +289,11 @@ def conformal_rows(data: pd.DataFrame, pred: pd.DataFrame, coverage: float = 0.9
 def run_step_grouped(traces: pd.DataFrame, iteration: pd.DataFrame, calibration: dict[str, Any] | None,
                      specs_path: str | None = None, img_px: int = 224, precisions: Any = ("fp32", "fp16"),
                      batch_sizes: Any = (16, 64), coverage: float = 0.9
-                     ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, dict], str, pd.DataFrame]:
+                     ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, dict], str, pd.DataFrame, pd.DataFrame]:
     """(summary, interval coverage, {"efficiency": frozen JSON, "neighbour": frozen JSON} each fitted on all rows
-    of both sources with its conformal half-width, markdown, per-fold breakdown of the LOGO protocols)."""
+    of both sources with its conformal half-width, markdown, per-fold breakdown of the LOGO protocols, their errors
+    by how the measured time grows with batch: :func:`traintime.chronos.batch_scaling.errors_by_scaling`)."""
+    from traintime.chronos.batch_scaling import errors_by_scaling
     from traintime.chronos.efficiency_step import (
         NestedEfficiencyStepTime,
         source_weights,
@@ -320,7 +322,7 @@ def run_step_grouped(traces: pd.DataFrame, iteration: pd.DataFrame, calibration:
         frozen[name]["outer_fold_feature_sets"] = per
     cov = pd.concat(covs, ignore_index=True)
     return (summary, cov, frozen, markdown_grouped(summary, cov, tr.attrs.get("skipped", []), frozen),
-            summarise_folds(data, pred))
+            summarise_folds(data, pred), errors_by_scaling(data, pred))
 
 
 def markdown_grouped(summary: pd.DataFrame, cov: pd.DataFrame, skipped: list[str], frozen: dict[str, dict]) -> str:

@@ -273,7 +273,8 @@ def neighbour_predict(rows: pd.DataFrame, params: dict[str, Any]) -> tuple[np.nd
     if params.get("train_gamma") is not None:  # a measured workload's own deviation from beta in log peak / bandwidth
         seen = dist < 1e-6
         gam, hm = np.asarray(params["train_gamma"], float), np.asarray(params["train_hmean"], float)
-        log_t[seen] += ((h[seen, :2] - hm[nearest[seen]]) * gam[nearest[seen]]).sum(axis=1)
+        sc = list(params.get("slope_columns") or [0, 1])  # files written before SM slopes: peak and bandwidth
+        log_t[seen] += ((h[seen][:, sc] - hm[nearest[seen]]) * gam[nearest[seen]]).sum(axis=1)
     return offset_ms(rows) * np.exp(log_t), dist, nearest
 
 

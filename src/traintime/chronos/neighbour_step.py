@@ -17,7 +17,17 @@ of the forward FLOPs in 1x1, 3x3, depthwise and grouped convolutions). ``k`` and
 :class:`NestedNeighbourStepTime` chooses the hardware feature set (with or without the SM count, the L2 cache
 size and the 16-bit matrix peak) by inner folds by GPU, then the trend (ridge or none) and the descriptor set together by inner folds by model,
 on its training rows only. Rows whose GPU lacks a spec the chosen set uses (``sms``, ``l2_mb``, ``matrix_fp16_gflops``: NaN) are left
-out of that set's fit only. Every fit is deterministic. :meth:`NeighbourStepTime.to_json` freezes it for
+out of that set's fit only. Every fit is deterministic.
+
+Per-workload slopes (``slopes``) are fitted in log peak and log bandwidth, and with ``slope_sms=True`` also in the log
+SM count (the per-workload power law of the with-host model, :mod:`traintime.emulation.power_law`, uses all three).
+Measured on the outer folds of ``predict_step_grouped`` (release + traces, by hand): letting the inner CV also choose
+SM slopes and strengths 0.03-0.3 moved traces LOGO 10.9 -> 10.8 %, LOMO 22.4 -> 22.0 %, LOGenO 13.8 -> 13.5 % and
+CHRONOS LOGO 31.1 -> 31.7 %, so the defaults stay as they are (no SM slopes; strengths off, 1, 3, 10). A per-source
+fixed per-step cost subtracted before the fit (the median intercept of time in batch: about 22 ms on CHRONOS, 2 ms
+on the traces) was also tried and dropped: CHRONOS LOGO 31.1 -> 38.0 %, traces LOGO 10.9 -> 13.1 %, although the
+CHRONOS largest batch improved (38.9 -> 33.7 %); the fixed cost differs between the release's hosts (see
+:mod:`traintime.chronos.batch_scaling`). :meth:`NeighbourStepTime.to_json` freezes it for
 ``traintime predict`` (numpy-only prediction).
 """
 
@@ -57,21 +67,25 @@ def workload_ids(rows: pd.DataFrame) -> np.ndarray:
 def _workload_slopes(ids: np.ndarray, n_w: int, h2: np.ndarray, hd2: np.ndarray, e: np.ndarray,
                      strength: float | None) -> tuple[np.ndarray | None, np.ndarray | None]:
     """(gamma, h mean) per workload: the ridge regression (strength ``strength``, unweighted within a workload) of its
-    rows' residuals ``e`` on their within-workload-centred log peak and log bandwidth ``hd2``, and the workload's mean
-    of ``h2``; zero slopes for a workload with fewer than 3 rows. None, None when ``strength`` is None."""
+    rows' residuals ``e`` on their within-workload-centred slope features ``hd2`` (log peak, log bandwidth and, where
+    chosen, log SM count), and the workload's mean of ``h2``; zero slopes for a workload with fewer than 3 rows.
+    None, None when ``strength`` is None."""
     if strength is None:
         return None, None
+    k = hd2.shape[1]
     n = np.bincount(ids, minlength=n_w).astype(float)
-    s11, s12, s22 = (np.bincount(ids, weights=a * b, minlength=n_w) for a, b in
-                     ((hd2[:, 0], hd2[:, 0]), (hd2[:, 0], hd2[:, 1]), (hd2[:, 1], hd2[:, 1])))
-    b1, b2 = np.bincount(ids, weights=hd2[:, 0] * e, minlength=n_w), np.bincount(ids, weights=hd2[:, 1] * e,
-                                                                                   minlength=n_w)
-    a11, a22 = s11 + float(strength), s22 + float(strength)
-    det = a11 * a22 - s12 ** 2
-    with np.errstate(invalid="ignore", divide="ignore"):
-        g = np.column_stack([(a22 * b1 - s12 * b2) / det, (a11 * b2 - s12 * b1) / det])
-    g[(n < 3) | ~np.isfinite(g).all(axis=1)] = 0.0
-    hm = np.column_stack([np.bincount(ids, weights=h2[:, j], minlength=n_w) / np.maximum(n, 1) for j in range(2)])
+    gram = np.zeros((n_w, k, k))
+    for a in range(k):
+        for b in range(a, k):
+            gram[:, a, b] = gram[:, b, a] = np.bincount(ids, weights=hd2[:, a] * hd2[:, b], minlength=n_w)
+    rhs = np.column_stack([np.bincount(ids, weights=hd2[:, a] * e, minlength=n_w) for a in range(k)])
+    gram += float(strength) * np.eye(k)
+    g = np.zeros((n_w, k))
+    ok = (n >= 3) & (np.abs(np.linalg.det(gram)) > 1e-12)
+    if ok.any():
+        g[ok] = np.linalg.solve(gram[ok], rhs[ok][:, :, None])[:, :, 0]
+    g[~np.isfinite(g).all(axis=1)] = 0.0
+    hm = np.column_stack([np.bincount(ids, weights=h2[:, j], minlength=n_w) / np.maximum(n, 1) for j in range(k)])
     return g, hm
 
 
@@ -100,6 +114,7 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
     slopes : ridge strength of each measured workload's own deviation from the coefficients of log peak and log
         bandwidth (fitted on its rows' residuals, shrunk toward 0; needs >= 3 rows), or None (off: every workload
         shares ``beta``). A workload never measured has no deviation.
+    slope_sms : also a slope in the log SM count per measured workload (only when the hardware set has ``log_sms``).
     batch_edge : ``"global"`` (a batch beyond all measured ones takes the efficiency at the edge of all data) or
         ``"network"`` (beyond its own network's largest measured batch;
         :func:`~traintime.chronos.neighbour_frozen.batch_edge`).
@@ -107,7 +122,8 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
 
     def __init__(self, k: int = 5, alpha: float = 1.0, trained_on: str = "", hardware: str = "peak_bandwidth",
                  trend: str = "ridge", descriptors: str = "base", slopes: float | None = None,
-                 batch_edge: str = "global") -> None:
+                 batch_edge: str = "global", slope_sms: bool = False) -> None:
+        self.slope_sms = slope_sms
         self.batch_edge = batch_edge
         self.slopes = slopes
         self.k = k
@@ -122,6 +138,11 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
 
     def _hardware(self) -> tuple[str, ...]:
         return named_set(HARDWARE_SETS, self.hardware, "neighbour model: hardware feature set")
+
+    def _slope_columns(self) -> list[int]:
+        """Columns of the hardware features a measured workload's own slopes are fitted on (``slope_sms``)."""
+        names = self._hardware()
+        return [0, 1] + ([names.index("log_sms")] if self.slope_sms and "log_sms" in names else [])
 
     def fit(self, rows: pd.DataFrame, y_ms: Any, sample_weight: Any = None) -> NeighbourStepTime:
         if self.trend not in ("ridge", "none"):
@@ -168,7 +189,8 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
         lhs = np.vstack([hd * sw[:, None], np.sqrt(float(self.alpha) * 1e-3) * np.eye(k)])
         beta = np.linalg.lstsq(lhs, np.concatenate([rd * sw, np.zeros(k)]), rcond=None)[0]  # min-norm if collinear
         u = np.bincount(ids, weights=w * (r - h @ beta), minlength=n_w) / wsum
-        self.train_gamma_, self.train_hmean_ = _workload_slopes(ids, n_w, h[:, :2], hd[:, :2], r - h @ beta - u[ids],
+        sc = self._slope_columns()
+        self.train_gamma_, self.train_hmean_ = _workload_slopes(ids, n_w, h[:, sc], hd[:, sc], r - h @ beta - u[ids],
                                                                 self.slopes)
         z = (wv - wl_mean) / wl_scale
         count = np.maximum(np.bincount(ids, minlength=n_w), 1)
@@ -199,7 +221,7 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
                 "desc_max": self.desc_max_.tolist(), "train_z": self.train_z_.tolist(),
                 "train_u": self.train_u_.tolist(),
                 "trend_coef": None if self.trend_coef_ is None else self.trend_coef_.tolist(),
-                "slopes": self.slopes, "batch_edge": self.batch_edge,
+                "slopes": self.slopes, "batch_edge": self.batch_edge, "slope_columns": self._slope_columns(),
                 "train_gamma": None if self.train_gamma_ is None else np.round(self.train_gamma_, 8).tolist(),
                 "train_hmean": None if self.train_hmean_ is None else np.round(self.train_hmean_, 8).tolist(),
                 "train_source": self.train_source_, "rows": self.n_rows_, "workloads": self.n_workloads_,
@@ -232,6 +254,8 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
     trends : trends tried (``ridge``, ``none``; :class:`NeighbourStepTime`).
     descriptor_sets : descriptor sets tried (:data:`~traintime.chronos.neighbour_frozen.DESCRIPTOR_SETS`).
     slopes : strengths of the per-workload slopes tried (None = off; :class:`NeighbourStepTime`).
+    slope_sms : whether the slopes are also tried with a slope in the log SM count (``(False, True)``: each strength
+        both ways, when the chosen hardware set has the SM count; :class:`NeighbourStepTime`).
     inner_splits : inner folds (at most the number of training GPUs / models).
     k, alpha, trained_on, batch_edge : passed to :class:`NeighbourStepTime`.
     inner_group : column the inner folds of the hardware choice are grouped by (``gpu``; ``generation`` when the outer
@@ -242,7 +266,8 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
                  trends: tuple[str, ...] = ("ridge", "none"), descriptor_sets: tuple[str, ...] = ("base", "kernel_mix"),
                  inner_splits: int = 3, k: int = 5, alpha: float = 1.0, trained_on: str = "",
                  inner_group: str = "gpu", slopes: tuple[float | None, ...] = (None, 1.0, 3.0, 10.0),
-                 batch_edge: str = "global") -> None:
+                 batch_edge: str = "global", slope_sms: tuple[bool, ...] = (False,)) -> None:
+        self.slope_sms = slope_sms
         self.batch_edge = batch_edge
         self.inner_group = inner_group
         self.slopes = slopes
@@ -267,18 +292,22 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
         self.best_, self.inner_mape_ = inner_group_choice(
             lambda cand: self._candidate(hardware=cand), tried, self.inner_splits, rows, y, sample_weight,
             group=self.inner_group)
-        strengths = {"off" if v is None else f"{float(v):g}": v for v in self.slopes}
+        sms = (False, True) if True in self.slope_sms and "log_sms" in HARDWARE_SETS[self.best_] else (False,)
+        strengths = {"off": (None, False)} if None in self.slopes else {}
+        strengths.update({f"{float(v):g}{' +sms' if m else ''}": (v, m) for m in sms for v in self.slopes
+                          if v is not None})
         best_s, self.inner_slopes_mape_ = inner_group_choice(
-            lambda c: self._candidate(hardware=self.best_, slopes=strengths[c]),
+            lambda c: self._candidate(hardware=self.best_, slopes=strengths[c][0], slope_sms=strengths[c][1]),
             tuple(strengths), self.inner_splits, rows, y, sample_weight, group=self.inner_group)
-        self.best_slopes_ = strengths[best_s]
+        self.best_slopes_, self.best_slope_sms_ = strengths[best_s]
         pairs = {f"{t}, {d}": (t, d) for t in self.trends for d in self.descriptor_sets}
         best, self.inner_trend_mape_ = inner_group_choice(
             lambda c: self._candidate(hardware=self.best_, trend=pairs[c][0], descriptors=pairs[c][1]), tuple(pairs),
             self.inner_splits, rows, y, sample_weight, group="model")
         self.best_trend_, self.best_descriptors_ = pairs[best]
         self.model_ = self._candidate(trained_on=self.trained_on, hardware=self.best_, trend=self.best_trend_,
-                                      descriptors=self.best_descriptors_, slopes=self.best_slopes_)
+                                      descriptors=self.best_descriptors_, slopes=self.best_slopes_,
+                                      slope_sms=self.best_slope_sms_)
         self.model_.fit(rows, y, sample_weight)
         return self
 
@@ -286,6 +315,7 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
     def choice_(self) -> str:
         """The inner folds' choice, e.g. ``peak_bandwidth, trend ridge, descriptors kernel_mix``."""
         slopes = "off" if self.best_slopes_ is None else f"{float(self.best_slopes_):g}"
+        slopes += " +sms" if self.best_slope_sms_ else ""
         return f"{self.best_}, slopes {slopes}, trend {self.best_trend_}, descriptors {self.best_descriptors_}"
 
     def predict(self, rows: pd.DataFrame) -> np.ndarray:

@@ -111,6 +111,9 @@ BLOCKS: dict[str, tuple[str, Callable[[Path], str]]] = {
     "steptime-host": ("tables/steptime_host_power_law.csv", lambda p: _table(
         p, ["protocol", "method", "host_gpu", "rows", "gpus", "folds", "mape_pct", "median_ape_pct", "target_pct",
             "meets_target"], digits=".1f")),
+    "predict-step-batch-scaling": ("tables/predict_step_batch_scaling.csv", lambda p: _table(
+        p, ["protocol", "method", "batch_scaling", "rows", "share_pct", "mape_pct", "median_ape_pct",
+            "geo_mean_pred_over_measured"], query="method in ['neighbour', 'roofline_calibrated']", digits=".1f")),
     "predict-step-rule": ("models/steptime/neighbour_model.json", _step_rule),
     "predict-step-intervals": ("tables/predict_step_grouped_coverage.csv", lambda p: _table(
         p, ["quantity", "variant", "rows", "groups", "nominal_coverage", "measured_coverage",
