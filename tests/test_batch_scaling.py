@@ -1,4 +1,5 @@
-"""The batch-scaling diagnostic: the exponent of a network's measured time in batch and the errors per class."""
+"""The batch-scaling diagnostic: the exponent of a network's measured time in batch and the errors per class
+(traintime.predict_step_grouped.errors_by_batch_scaling)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from traintime.chronos.batch_scaling import CLASSES, batch_exponent, batch_scaling_class, errors_by_scaling
+from traintime.chronos.batch_scaling import CLASSES, batch_exponent, batch_scaling_class
+from traintime.predict_step_grouped import errors_by_batch_scaling
 
 
 def rows() -> pd.DataFrame:
@@ -41,9 +43,9 @@ def test_errors_are_split_by_class_with_shares_that_add_up() -> None:
     y = d["measured_ms"].to_numpy()
     p = np.where(d["model"].eq("b"), 2.0 * y, y)  # the host-bound network predicted twice too slow
     pred = pd.DataFrame({"protocol": "chronos LOGO", "method": "m", "row": np.arange(len(d)), "pred_ms": p})
-    t = errors_by_scaling(d, pred).set_index("batch_scaling")
+    t = errors_by_batch_scaling(d, pred).set_index("batch_scaling")
     assert t["share_pct"].sum() == pytest.approx(100.0)
     assert t.loc[CLASSES[0], "mape_pct"] == pytest.approx(100.0)
     assert t.loc[CLASSES[2], "mape_pct"] == pytest.approx(0.0)
     assert t.loc[CLASSES[0], "geo_mean_pred_over_measured"] == pytest.approx(2.0)
-    assert errors_by_scaling(d, pred, protocols=("traces LOGO",)).empty
+    assert errors_by_batch_scaling(d, pred, protocols=("traces LOGO",)).empty

@@ -197,21 +197,39 @@ def summarise_grouped(data: pd.DataFrame, pred: pd.DataFrame) -> pd.DataFrame:
 
 
 def summarise_folds(data: pd.DataFrame, pred: pd.DataFrame,
-                    protocols: tuple[str, ...] = ("chronos LOGO", "traces LOGO")) -> pd.DataFrame:
-    """Per protocol, method, held-out fold and family: rows, MAPE, median APE and the geometric mean of
-    predicted / measured (which GPUs a model gets wrong, and in which direction)."""
+                    protocols: tuple[str, ...] = ("chronos LOGO", "traces LOGO"),
+                    by: tuple[str, ...] = ("fold", "family"), sort: bool = True) -> pd.DataFrame:
+    """Per protocol, method and the columns ``by`` (of ``pred``, else of ``data``; default: held-out fold and
+    family): rows, MAPE, median APE and the geometric mean of predicted / measured (which GPUs a model gets wrong,
+    and in which direction). ``sort=False``: groups in the order they first appear in ``pred``."""
     g = pred[pred["protocol"].isin(protocols)]
     rows = g["row"].to_numpy()
     d = pd.DataFrame({"protocol": g["protocol"].to_numpy(), "method": g["method"].to_numpy(),
-                      "fold": g["fold"].to_numpy(), "family": data["family"].to_numpy()[rows],
+                      **{c: g[c].to_numpy() if c in g.columns else data[c].to_numpy()[rows] for c in by},
                       "ratio": g["pred_ms"].to_numpy() / data["measured_ms"].to_numpy(dtype=float)[rows]})
     d = d[np.isfinite(d["ratio"]) & (d["ratio"] > 0)]
     d["ape"] = 100 * np.abs(d["ratio"] - 1)
     d["log_ratio"] = np.log(d["ratio"])
-    out = (d.groupby(["protocol", "method", "fold", "family"], sort=True)
+    out = (d.groupby(["protocol", "method", *by], sort=sort)
            .agg(rows=("ape", "size"), mape_pct=("ape", "mean"), median_ape_pct=("ape", "median"),
                 log_ratio=("log_ratio", "mean")).reset_index())
     out["geo_mean_pred_over_measured"] = np.exp(out.pop("log_ratio"))
+    return out
+
+
+def errors_by_batch_scaling(data: pd.DataFrame, pred: pd.DataFrame,
+                            protocols: tuple[str, ...] = ("chronos LOGO", "traces LOGO")) -> pd.DataFrame:
+    """:func:`summarise_folds` per protocol, method and batch-scaling class of the row
+    (:func:`traintime.chronos.batch_scaling.batch_scaling_class`, in the order of its ``CLASSES``), with each
+    class's share of the protocol's scored rows (``share_pct``); protocols and methods in the order of ``pred``."""
+    from traintime.chronos.batch_scaling import CLASSES, batch_scaling_class
+
+    out = summarise_folds(data.assign(batch_scaling=batch_scaling_class(data)), pred, protocols,
+                          by=("batch_scaling",), sort=False)
+    block = out.groupby(["protocol", "method"], sort=False).ngroup()  # first-appearance order of pred
+    out = (out.assign(_block=block, _cls=out["batch_scaling"].map(CLASSES.index))
+           .sort_values(["_block", "_cls"]).drop(columns=["_block", "_cls"]).reset_index(drop=True))
+    out.insert(4, "share_pct", 100.0 * out["rows"] / out.groupby(["protocol", "method"])["rows"].transform("sum"))
     return out
 
 
@@ -292,8 +310,7 @@ def run_step_grouped(traces: pd.DataFrame, iteration: pd.DataFrame, calibration:
                      ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, dict], str, pd.DataFrame, pd.DataFrame]:
     """(summary, interval coverage, {"efficiency": frozen JSON, "neighbour": frozen JSON} each fitted on all rows
     of both sources with its conformal half-width, markdown, per-fold breakdown of the LOGO protocols, their errors
-    by how the measured time grows with batch: :func:`traintime.chronos.batch_scaling.errors_by_scaling`)."""
-    from traintime.chronos.batch_scaling import errors_by_scaling
+    by how the measured time grows with batch: :func:`errors_by_batch_scaling`)."""
     from traintime.chronos.efficiency_step import (
         NestedEfficiencyStepTime,
         source_weights,
@@ -322,7 +339,7 @@ def run_step_grouped(traces: pd.DataFrame, iteration: pd.DataFrame, calibration:
         frozen[name]["outer_fold_feature_sets"] = per
     cov = pd.concat(covs, ignore_index=True)
     return (summary, cov, frozen, markdown_grouped(summary, cov, tr.attrs.get("skipped", []), frozen),
-            summarise_folds(data, pred), errors_by_scaling(data, pred))
+            summarise_folds(data, pred), errors_by_batch_scaling(data, pred))
 
 
 def markdown_grouped(summary: pd.DataFrame, cov: pd.DataFrame, skipped: list[str], frozen: dict[str, dict]) -> str:
