@@ -63,6 +63,7 @@ def test_grouped_evaluation_never_fits_on_the_held_out_group() -> None:
     rng = np.random.default_rng(0)
     traces = _rows(["RTX 3080", "RTX 3090", "RTX 4080", "RTX 4090", "RTX 5080"], ["m1", "m2", "m3", "m4"], rng)
     chronos = _rows(["T4", "V100", "A100"], ["m1", "c2", "c3"], rng)
+    chronos["dataset"] = np.where(chronos["batch_size"] == 16, "d16", "d64")  # synthetic dataset names
     FITS.clear()
     summary, pred = step_grouped_eval(traces, chronos, None, factory=SpyEfficiency, neighbour_factory=SpyNeighbour)
     data = both_sources(traces, chronos)
@@ -75,13 +76,14 @@ def test_grouped_evaluation_never_fits_on_the_held_out_group() -> None:
     i = 0
     for proto, group, test in folds:
         n = n_fits[proto]
-        col = {"traces LOGO": "gpu", "chronos LOGO": "gpu", "traces LOMO": "model", "traces LOGenO": "generation"}
+        col = {"traces LOGO": "gpu", "chronos LOGO": "gpu", "traces LOMO": "model", "traces LOGenO": "generation",
+               "chronos LOMO": "model", "chronos LODO": "dataset"}
         for fit in FITS[i:i + n]:
             if proto in col:
-                key = fit["gpu"] if col[proto] == "gpu" else fit["model"]
-                if col[proto] == "generation":
-                    key = fit["gpu"].map(generation)
+                key = fit["gpu"].map(generation) if col[proto] == "generation" else fit[col[proto]]
                 assert group not in set(key.astype(str)), (proto, group)
+                if proto == "chronos LODO":  # the traces, which name no dataset, stay in the training part
+                    assert fit["dataset"].isna().sum() == len(traces)
             elif proto.endswith("largest batch"):  # no row of a held-out (network, largest batch) is fitted on
                 held = data[test]
                 assert held["batch_size"].eq(64).all() and len(held)
@@ -94,6 +96,10 @@ def test_grouped_evaluation_never_fits_on_the_held_out_group() -> None:
     # every protocol scores every row of its source once per method
     eff = pred[(pred["method"] == "efficiency") & (pred["protocol"] == "traces LOGO")]
     assert sorted(eff["row"]) == list(range(len(traces)))
+    for proto in ("chronos LOMO", "chronos LODO"):
+        scored = pred[(pred["method"] == "roofline_calibrated") & (pred["protocol"] == proto)]
+        assert sorted(scored["row"]) == list(range(len(traces), len(data)))
+    assert set(pred.loc[pred["protocol"] == "chronos LODO", "fold"]) == {"d16", "d64"}
     assert {"efficiency", "neighbour", "roofline_assumed", "roofline_calibrated", "efficiency_chronos_only",
             "neighbour_chronos_only", "neighbour_network_edge"} <= set(summary["method"])
     edge = summary[summary["method"] == "neighbour_network_edge"]
@@ -210,3 +216,17 @@ def test_largest_batch_marks_each_networks_largest_batch_once_measured_at_severa
                          "batch_size": [16, 64, 64, 64, 16, 32, 128]})
     # a@224 traces: both batch-64 rows (two GPUs); b: one batch only; a@128: one batch only; chronos a: its 128
     assert largest_batch(data).tolist() == [False, True, True, False, False, False, True]
+
+
+def test_default_model_rule_uses_only_its_declared_protocols() -> None:
+    from traintime.predict_step_models import RULE_PROTOCOLS
+
+    def summary(lose_on: str) -> pd.DataFrame:
+        protos = [*RULE_PROTOCOLS, "chronos LOMO", "chronos LODO", "traces external (fit on CHRONOS only)"]
+        return pd.DataFrame([{"protocol": p, "method": m, "mape_pct": (30.0 if m == "new" else 40.0) * (
+            2 if (p == lose_on and m == "new") else 1)} for p in protos for m in ("new", "roofline_calibrated")])
+
+    assert wins(summary("chronos LODO"), new="new")  # reported beside the rule, never flips it
+    assert wins(summary("traces external (fit on CHRONOS only)"), new="new")
+    assert not wins(summary("chronos LOGO"), new="new")
+    assert not wins(summary("traces LOMO"), new="new")

@@ -4,8 +4,10 @@ Data
     ``results/data/traces.csv`` (normalised from ``shared/data/gpu_profiler``): measured training-step
     latency (forward + backward + SGD step, synchronised, no data loader) of 60 timm models on 19 GeForce
     RTX GPUs (30-, 40- and 50-series) at 64 / 128 / 224 px, batch 16 / 32 / 64, fp32 / fp16 / bf16. These
-    are public measurements; the step-time models of ``predict`` are calibrated on the CHRONOS release
-    only, so none of these rows was used in training or model selection.
+    are public measurements; the roofline step-time models scored here are calibrated on the CHRONOS release
+    only, so none of these rows was used in their training or selection. (``predict``'s default ``auto`` uses
+    the neighbour model when it wins its rule; that model is trained on these traces, so its honest score on them
+    is that of the grouped folds of :mod:`traintime.predict_step_grouped`, not this table.)
 Subset (config ``predict_public_eval``; documented in the table's header)
     One input size (default 224 px, the ImageNet size users ask about), precisions (default fp32 and fp16)
     and batches (default 16 and 64); rows without out-of-memory and with a positive latency; every traced
@@ -14,9 +16,9 @@ What is run
     Exactly the library path of ``traintime predict --no-probe`` for the compute step time:
     :func:`traintime.predict_static.make_workload` (``--input-size``, ``--num-classes 16`` as traced,
     SGD) and :func:`traintime.predict_static.step_rows` (static features through the on-disk cache of
-    :mod:`traintime.predict_cache`), then each step model: ``roofline_calibrated`` (the default of
-    ``predict``: per-family constants fitted on CHRONOS compute times, the saved calibration) and
-    ``roofline_assumed`` (the previous default: assumed constants 0.40 / 0.60 / 5 us, no calibration).
+    :mod:`traintime.predict_cache`), then each step model: ``roofline_calibrated`` (``predict --step-model
+    roofline``: per-family constants fitted on CHRONOS compute times, the saved calibration) and
+    ``roofline_assumed`` (``--step-model roofline-assumed``: assumed constants 0.40 / 0.60 / 5 us, no calibration).
 Metrics (per step model)
     MAPE and median absolute percentage error of step time over rows; GPU-pair ordering: within each
     workload (model, batch, precision) every pair of GPUs whose measured times differ, counted right when
@@ -182,8 +184,10 @@ def markdown(table: pd.DataFrame, skipped: list[str], img_px: int, precisions: S
              f"rows without OOM; {TRACE_NUM_CLASSES} classes and SGD as traced. Compute step time of "
              "`predict --no-probe` (library path) against the measured training-step latency. "
              f"Targets: MAPE <= {TARGET_MAPE:g} %, >= {TARGET_PAIRS:g} % of GPU pairs ordered right "
-             "(pairs within each model x batch x precision). `roofline_calibrated` is predict's default "
-             "(constants fitted on CHRONOS compute times), `roofline_assumed` the previous default, `operator` "
+             "(pairs within each model x batch x precision). `roofline_calibrated` is `predict --step-model "
+             "roofline` (constants fitted on CHRONOS compute times), `roofline_assumed` `--step-model "
+             "roofline-assumed` (the default `auto` uses the neighbour model, trained on these traces: its honest "
+             "score on them is in results/tables/predict_step_grouped.md), `operator` "
              "(when the CHRONOS op graphs exist) the operator-level roofline fitted on CHRONOS compute times, run on "
              "the `operator-model subset` of models only (compare the methods on that slice). "
              "Its wall time is in results/tables/dag_cost.csv (tables stay byte-identical between runs).", "",

@@ -8,7 +8,9 @@ Protocols (outer folds only; nothing is chosen on a held-out fold; every fit is 
     ``traces LOGO`` (leave one GPU out), ``traces LOMO`` (leave one model out: the model is also removed from
     CHRONOS when it has the same name), ``traces LOGenO`` (leave one generation out: Ampere / Ada / Blackwell from
     the RTX series number), ``chronos LOGO`` (leave one CHRONOS GPU out; the same name is removed from the traces
-    too), ``traces external`` (fitted on CHRONOS only, scored on every trace row: the traces never seen), and
+    too), ``chronos LOMO`` (leave one CHRONOS model out; a trace model of the same name too), ``chronos LODO`` (leave
+    one CHRONOS dataset out, all families; the traces name no dataset and stay in every training part; the inner
+    choices of the learned models are by GPU and by model, as on the other protocols), ``traces external`` (fitted on CHRONOS only, scored on every trace row: the traces never seen), and
     ``traces largest batch`` / ``chronos largest batch`` (each network's largest measured batch held out, every
     other row fitted on: how a measured network's time extrapolates to a larger batch, :func:`largest_batch`; not
     part of the default-model rule, :func:`wins`; on them also ``neighbour_network_edge``, the neighbour model with
@@ -24,7 +26,8 @@ Methods
     ``neighbour_chronos_only`` (:class:`traintime.chronos.neighbour_step.NestedNeighbourStepTime`, the same way; its
     hardware feature set, with or without the SM count, the L2 cache size and the 16-bit matrix peak, chosen by the same inner CV, and its
     trend for workloads never measured, ridge or none, by inner GroupKFold by model), ``roofline_calibrated`` (per-family
-    constants fitted on CHRONOS; on CHRONOS LOGO refitted without the held-out GPU; on the trace protocols the
+    constants fitted on CHRONOS; on the CHRONOS grouped protocols refitted per family without the held-out GPU,
+    model or dataset, :data:`CHRONOS_GROUPED`; on the trace protocols the
     saved calibration, which never saw a trace) and ``roofline_assumed`` (constants 0.40 / 0.60 / 5 us, nothing fitted).
 Metrics
     MAPE and median APE over the out-of-fold rows; GPU pairs ordered right within each workload
@@ -40,6 +43,7 @@ import numpy as np
 import pandas as pd
 
 from traintime.core.specs import rtx_generation as generation
+from traintime.predict_step_models import RULE_PROTOCOLS, RULE_TEXT
 from traintime.predict_public_eval import (
     pair_order,
 )
@@ -48,6 +52,9 @@ KEY = ["model", "img_px", "batch_size", "precision"]
 #: column the inner folds of a learned model's hardware choice are grouped by, per protocol (default ``gpu``): a
 #: protocol that holds out a whole GPU generation chooses by holding out generations inside its training part too
 INNER_GROUP: dict[str, str] = {"traces LOGenO": "generation"}
+#: CHRONOS grouped protocols and their group column; on each, ``roofline_calibrated`` is refitted per family without
+#: the held-out group (the saved calibration saw every CHRONOS row)
+CHRONOS_GROUPED: dict[str, str] = {"chronos LOGO": "gpu", "chronos LOMO": "model", "chronos LODO": "dataset"}
 
 
 def trace_step_rows(subset: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataFrame:
@@ -73,7 +80,7 @@ def both_sources(trace_rows: pd.DataFrame, chronos_rows: pd.DataFrame) -> pd.Dat
     from traintime.chronos.neighbour_frozen import KERNEL_SHARE_COLUMNS, SPEC_COLUMNS
     from traintime.chronos.roofline_frozen import STEP_ROW_COLUMNS
 
-    cols = ["source", *STEP_ROW_COLUMNS, *SPEC_COLUMNS.values(), *KERNEL_SHARE_COLUMNS, "measured_ms"]
+    cols = ["source", *STEP_ROW_COLUMNS, *SPEC_COLUMNS.values(), *KERNEL_SHARE_COLUMNS, "dataset", "measured_ms"]
     d = pd.concat([t.reindex(columns=cols), c.reindex(columns=cols)], ignore_index=True)
     d["img_px"] = d["input_px"]
     d["generation"] = [generation(g) if s == "traces" else "cloud" for g, s in zip(d["gpu"], d["source"])]
@@ -85,10 +92,12 @@ def protocols(data: pd.DataFrame) -> list[tuple[str, str, list[tuple[str, np.nda
     tr = (data["source"] == "traces").to_numpy()
     ch = ~tr
     gpu, model, gen = data["gpu"].astype(str).to_numpy(), data["model"].astype(str).to_numpy(), data["generation"].to_numpy()
+    # the traces name no dataset (NaN, never held out: always in the training part); neither is a row without one
+    dataset = data["dataset"].astype(str).to_numpy() if "dataset" in data else np.full(len(data), "nan")
     out = []
     for name, col, src in [("traces LOGO", gpu, tr), ("traces LOMO", model, tr), ("traces LOGenO", gen, tr),
-                           ("chronos LOGO", gpu, ch)]:
-        folds = [(str(g), col != g, src & (col == g)) for g in sorted(np.unique(col[src]))]
+                           ("chronos LOGO", gpu, ch), ("chronos LOMO", model, ch), ("chronos LODO", dataset, ch)]:
+        folds = [(str(g), col != g, src & (col == g)) for g in sorted(np.unique(col[src])) if g != "nan"]
         out.append((name, "traces" if src is tr else "chronos", folds))
     out.append(("traces external (fit on CHRONOS only)", "traces", [("all traces", ch, tr)]))
     largest = largest_batch(data)
@@ -137,11 +146,13 @@ def grouped_predictions(data: pd.DataFrame, calibration: dict[str, Any] | None,
     y = data["measured_ms"].to_numpy(dtype=float)
     src = data["source"].to_numpy()
     assumed = FrozenRoofline(0.40, 0.60, 5.0, fitted=False).predict(data)
-    chronos_logo = np.full(len(data), np.nan)
-    for fam, idx in data.index[src == "chronos"].groupby(data.loc[src == "chronos", "family"]).items():
-        r = data.loc[idx].copy()
-        if r["gpu"].nunique() >= 3:
-            chronos_logo[data.index.get_indexer(idx)] = logo_step_predictions(r)
+    refitted = {}  # CHRONOS grouped protocols: the roofline calibrated per family without the held-out group
+    for proto, by in CHRONOS_GROUPED.items():
+        refitted[proto] = np.full(len(data), np.nan)
+        for fam, idx in data.index[src == "chronos"].groupby(data.loc[src == "chronos", "family"]).items():
+            r = data.loc[idx].copy()
+            if r[by].nunique() >= (3 if by == "gpu" else 2):
+                refitted[proto][data.index.get_indexer(idx)] = logo_step_predictions(r, by=by)
     calibrated = _calibrated(calibration, data)
     out, choices = [], {}  # choices: method -> protocol -> {feature set chosen by the inner CV: outer folds}
     for proto, _, folds in protocols(data):
@@ -168,7 +179,7 @@ def grouped_predictions(data: pd.DataFrame, calibration: dict[str, Any] | None,
                         per[label] = per.get(label, 0) + 1
                 if (external or proto == "chronos LOGO") and name in learned:  # on the trace folds: the external fit
                     methods[f"{name}_chronos_only"] = make().fit(data[only_ch], y[only_ch]).predict(data.iloc[idx])
-            methods["roofline_calibrated"] = chronos_logo[idx] if proto == "chronos LOGO" else calibrated[idx]
+            methods["roofline_calibrated"] = refitted[proto][idx] if proto in refitted else calibrated[idx]
             methods["roofline_assumed"] = assumed[idx]
             for method, p in methods.items():
                 out.append(pd.DataFrame({"protocol": proto, "fold": group, "method": method, "row": idx,
@@ -243,10 +254,11 @@ def step_grouped_eval(trace_rows: pd.DataFrame, chronos_rows: pd.DataFrame, cali
 
 
 def wins(summary: pd.DataFrame, new: str = "efficiency", old: str = "roofline_calibrated") -> bool:
-    """True when ``new`` has a lower MAPE than ``old`` on every grouped protocol of both sources (leave one GPU,
-    model or generation out: the rule fixed before the comparison; the external check and the *largest batch*
-    protocols, on whose CHRONOS rows the saved calibration was fitted, are reported beside it, not part of it)."""
-    keep = ~summary["protocol"].str.startswith("traces external") & ~summary["protocol"].str.endswith("largest batch")
+    """True when ``new`` has a lower MAPE than ``old`` on every protocol of
+    :data:`~traintime.predict_step_models.RULE_PROTOCOLS` (the rule fixed
+    before the comparison; the external check, the *largest batch* protocols and ``chronos LOMO`` / ``chronos LODO``,
+    added after the rule was declared, are reported beside it, not part of it)."""
+    keep = summary["protocol"].isin(RULE_PROTOCOLS)
     s = summary[keep].pivot(index="protocol", columns="method", values="mape_pct")
     return bool(len(s) and (s[new] < s[old]).all())
 
@@ -355,8 +367,11 @@ def markdown_grouped(summary: pd.DataFrame, cov: pd.DataFrame, skipped: list[str
              "way, and the trend (ridge or none) together with its descriptors (base, or also the kernel mix: shares "
              "of the forward FLOPs in 1x1, 3x3, depthwise and grouped convolutions) by inner 3-fold GroupKFold by "
              "model. "
-             "`roofline_calibrated` is predict's roofline (CHRONOS only), "
-             "`roofline_assumed` fits nothing. Every fit is deterministic (no seeds). `traces external`: fitted on "
+             "`roofline_calibrated` is predict's roofline (CHRONOS only; refitted per family without the held-out "
+             "GPU, model or dataset on the CHRONOS protocols), "
+             "`roofline_assumed` fits nothing. Every fit is deterministic (no seeds). `chronos LOMO` / `chronos LODO` "
+             "(leave one CHRONOS model / dataset out) were added after the default-model rule below was declared: "
+             "reported beside it, not part of it. `traces external`: fitted on "
              "all of CHRONOS, scored on every trace row. `* largest batch`: each network's (model, input size, "
              "precision) largest measured batch held out, all other rows of both sources fitted on - how a measured "
              "network extrapolates to a larger batch (not part of the rule below; `roofline_calibrated` there is the "
@@ -371,7 +386,7 @@ def markdown_grouped(summary: pd.DataFrame, cov: pd.DataFrame, skipped: list[str
                      f"{r['geo_mean_pred_over_measured']:.2f} |")
     lines.append("")
     for name in frozen:
-        lines += [f"`{name}` beats `roofline_calibrated` (MAPE) on every grouped protocol of both sources: "
+        lines += [f"`{name}` beats `roofline_calibrated` (MAPE) on {RULE_TEXT}: "
                   f"{'yes' if frozen[name]['wins_grouped'] else 'no'}.", ""]
     lines += ["Intervals (split conformal on leave-one-GPU-out residuals; each GPU checked with the half-width of the "
               "other GPUs' residuals):", "", "| interval | rows | groups (GPUs or models) | nominal | measured | factor x/ |", "|---|---:|---:|---:|---:|---:|"]

@@ -65,15 +65,16 @@ def iteration_step_rows(table: pd.DataFrame, specs: pd.DataFrame) -> pd.DataFram
     return out
 
 
-def logo_step_predictions(rows: pd.DataFrame, model: RooflineStepTime | None = None) -> np.ndarray:
-    """Leave-one-GPU-out predictions of the roofline on step-model ``rows`` with ``measured_ms``."""
+def logo_step_predictions(rows: pd.DataFrame, model: RooflineStepTime | None = None, by: str = "gpu") -> np.ndarray:
+    """Leave-one-GPU-out predictions of the roofline on step-model ``rows`` with ``measured_ms`` (``by``: another
+    group column, e.g. ``model`` or ``dataset``, for leave-one-model / dataset-out)."""
     from sklearn.base import clone
 
     base = model or RooflineStepTime()
     y = rows["measured_ms"].to_numpy(dtype=float)
     preds = np.full(len(rows), np.nan)
-    for g in rows["gpu"].unique():
-        test = (rows["gpu"] == g).to_numpy()
+    for g in rows[by].unique():
+        test = (rows[by] == g).to_numpy()
         preds[test] = clone(base).fit(rows[~test], y[~test]).predict(rows[test])
     return preds
 

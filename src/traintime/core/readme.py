@@ -63,7 +63,9 @@ def _step_rule(path: Path) -> str:
     import json
 
     won = bool(json.loads(path.read_text()).get("wins_grouped"))
-    return (f"`neighbour` beats `roofline_calibrated` on every grouped protocol of both sources: "
+    from traintime.predict_step_models import RULE_TEXT
+
+    return (f"`neighbour` beats `roofline_calibrated` on {RULE_TEXT}: "
             f"{'yes' if won else 'no'}, so `--step-model auto` uses `{'neighbour' if won else 'roofline'}`.\n")
 
 
