@@ -168,8 +168,9 @@ ALL_TARGETS.append(f"{TABLES}/predict_external_eval.csv")
 
 rule predict_step_grouped:
     """Step-time models on grouped outer folds of both sources (traces: leave one GPU / model / generation out;
-    CHRONOS: leave one GPU out; plus the external check fitted on CHRONOS only), and the efficiency and neighbour
-    step models (`--step-model efficiency | neighbour`) fitted on both sources, frozen with their conformal half-widths."""
+    CHRONOS: leave one GPU / model / dataset out; plus the external check fitted on CHRONOS only), and the efficiency
+    and neighbour step models (`--step-model efficiency | neighbour`) fitted on both sources, frozen with their
+    conformal half-widths; the CHRONOS out-of-fold predictions for the two-label table."""
     input:
         traces=f"{DATA}/traces.csv",
         iteration=f"{DATA}/iteration.csv",
@@ -192,6 +193,7 @@ rule predict_step_grouped:
         scaling_md=f"{TABLES}/predict_step_batch_scaling.md",
         model=f"{RESULTS}/models/steptime/efficiency_model.json",
         neighbour_model=f"{RESULTS}/models/steptime/neighbour_model.json",
+        chronos_predictions=f"{DATA}/step_grouped_chronos_predictions.csv",
     params:
         img_px=PUB["img_px"],
         precisions=PUB["precisions"],
@@ -212,3 +214,36 @@ rule predict_step_grouped:
 
 
 ALL_TARGETS.extend(rules.predict_step_grouped.output)
+
+
+# the previous one-label models' step-time predictions on the same grouped folds (rule chronos_iteration_merge)
+TWO_LABEL_PROTOCOLS = [p for p in ("logo", "lomo", "lodo") if p in CI_PROTOCOLS]
+
+
+rule predict_step_two_label:
+    """Step time = predicted compute (predict_step_grouped's CHRONOS out-of-fold predictions) + a loader-wait model
+    (host and data features only), per CHRONOS grouped protocol and seed, beside the previous one-label models."""
+    input:
+        iteration=f"{DATA}/iteration.csv",
+        compute=rules.predict_step_grouped.output.chronos_predictions,
+        previous=expand(f"{CI_PRED}/{{protocol}}.csv", protocol=TWO_LABEL_PROTOCOLS),
+        lib=lib("predict_step_two_label"),
+    output:
+        csv=report(f"{TABLES}/predict_step_two_label.csv", caption="../report/predict_step_two_label.rst",
+                   category="Prediction (traintime predict)"),
+        md=f"{TABLES}/predict_step_two_label.md",
+    params:
+        seeds=config["seeds"],
+        previous_protocols=TWO_LABEL_PROTOCOLS,
+    threads: 1
+    log:
+        f"{LOGS}/predict/step_two_label.log",
+    benchmark:
+        bench(f"{LOGS}/predict/step_two_label.log")
+    conda:
+        env("analysis")
+    script:
+        "../workflow_scripts/predict_step_two_label.py"
+
+
+ALL_TARGETS.extend(rules.predict_step_two_label.output)

@@ -129,7 +129,7 @@ def test_check_estimator_subset() -> None:
 
 def test_combination_of_labels_three_rows() -> None:
     """The release's step time is the mean per-iteration (loader wait + compute): the means add."""
-    from traintime.chronos.steptime_eval import combine_labels
+    from traintime.chronos.loader_wait import combine_labels
     from traintime.core.errors import SchemaError
 
     loader = np.array([[0.5, 1.5], [10.0, 30.0], [0.0, 0.0]])  # two iterations per configuration

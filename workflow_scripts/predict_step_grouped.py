@@ -5,7 +5,7 @@ import json
 import os
 from pathlib import Path
 
-from traintime.core.io import read_csv, write_table
+from traintime.core.io import read_csv, write_csv, write_table
 from traintime.core.workflow import run_script
 
 FOLDS_NOTE = """
@@ -27,10 +27,11 @@ def main(snakemake):
     from traintime.predict_step_grouped import run_step_grouped
 
     cal = json.loads(Path(snakemake.input.calibration).read_text())
-    summary, cov, frozen, md, folds, scaling = run_step_grouped(read_csv(snakemake.input.traces),
+    summary, cov, frozen, md, folds, scaling, chronos_oof = run_step_grouped(read_csv(snakemake.input.traces),
                                                 read_csv(snakemake.input.iteration, low_memory=False), cal,
                                                 p.gpu_specs, p.img_px, p.precisions, p.batch_sizes, p.coverage)
     summary.to_csv(snakemake.output.csv, index=False)
+    write_csv(chronos_oof, snakemake.output.chronos_predictions)
     cov.to_csv(snakemake.output.coverage_csv, index=False)
     Path(snakemake.output.md).write_text(md)
     write_table(folds, snakemake.output.folds_csv, snakemake.output.folds_md,

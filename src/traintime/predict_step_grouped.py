@@ -43,10 +43,10 @@ import numpy as np
 import pandas as pd
 
 from traintime.core.specs import rtx_generation as generation
-from traintime.predict_step_models import RULE_PROTOCOLS, RULE_TEXT
 from traintime.predict_public_eval import (
     pair_order,
 )
+from traintime.predict_step_models import RULE_PROTOCOLS, RULE_TEXT
 
 KEY = ["model", "img_px", "batch_size", "precision"]
 #: column the inner folds of a learned model's hardware choice are grouped by, per protocol (default ``gpu``): a
@@ -80,7 +80,7 @@ def both_sources(trace_rows: pd.DataFrame, chronos_rows: pd.DataFrame) -> pd.Dat
     from traintime.chronos.neighbour_frozen import KERNEL_SHARE_COLUMNS, SPEC_COLUMNS
     from traintime.chronos.roofline_frozen import STEP_ROW_COLUMNS
 
-    cols = ["source", *STEP_ROW_COLUMNS, *SPEC_COLUMNS.values(), *KERNEL_SHARE_COLUMNS, "dataset", "measured_ms"]
+    cols = ["source", *STEP_ROW_COLUMNS, *SPEC_COLUMNS.values(), *KERNEL_SHARE_COLUMNS, "dataset", "row_id", "measured_ms"]
     d = pd.concat([t.reindex(columns=cols), c.reindex(columns=cols)], ignore_index=True)
     d["img_px"] = d["input_px"]
     d["generation"] = [generation(g) if s == "traces" else "cloud" for g, s in zip(d["gpu"], d["source"])]
@@ -244,6 +244,15 @@ def errors_by_batch_scaling(data: pd.DataFrame, pred: pd.DataFrame,
     return out
 
 
+def chronos_predictions(data: pd.DataFrame, pred: pd.DataFrame) -> pd.DataFrame:
+    """The out-of-fold predictions of the CHRONOS grouped protocols (:data:`CHRONOS_GROUPED`) keyed by the release's
+    ``row_id``: the compute half of the two-label step time (:mod:`traintime.chronos.two_label`)."""
+    p = pred[pred["protocol"].isin(list(CHRONOS_GROUPED))]
+    return pd.DataFrame({"protocol": p["protocol"].to_numpy(), "fold": p["fold"].to_numpy(),
+                         "method": p["method"].to_numpy(), "row_id": data["row_id"].to_numpy()[p["row"].to_numpy()],
+                         "pred_ms": p["pred_ms"].to_numpy()})
+
+
 def step_grouped_eval(trace_rows: pd.DataFrame, chronos_rows: pd.DataFrame, calibration: dict[str, Any] | None,
                       factory: Callable[[], Any] | None = None,
                       neighbour_factory: Callable[[], Any] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -319,10 +328,12 @@ def conformal_rows(data: pd.DataFrame, pred: pd.DataFrame, coverage: float = 0.9
 def run_step_grouped(traces: pd.DataFrame, iteration: pd.DataFrame, calibration: dict[str, Any] | None,
                      specs_path: str | None = None, img_px: int = 224, precisions: Any = ("fp32", "fp16"),
                      batch_sizes: Any = (16, 64), coverage: float = 0.9
-                     ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, dict], str, pd.DataFrame, pd.DataFrame]:
+                     ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, dict], str, pd.DataFrame, pd.DataFrame,
+                                pd.DataFrame]:
     """(summary, interval coverage, {"efficiency": frozen JSON, "neighbour": frozen JSON} each fitted on all rows
     of both sources with its conformal half-width, markdown, per-fold breakdown of the LOGO protocols, their errors
-    by how the measured time grows with batch: :func:`errors_by_batch_scaling`)."""
+    by how the measured time grows with batch: :func:`errors_by_batch_scaling`, the CHRONOS out-of-fold
+    predictions: :func:`chronos_predictions`)."""
     from traintime.chronos.efficiency_step import (
         NestedEfficiencyStepTime,
         source_weights,
@@ -345,13 +356,14 @@ def run_step_grouped(traces: pd.DataFrame, iteration: pd.DataFrame, calibration:
                       ("neighbour", NestedNeighbourStepTime(trained_on=trained_on))]:
         conf, cov = conformal_rows(data, pred, coverage, name)
         est.fit(data, data["measured_ms"], sample_weight=source_weights(data["source"]))
-        frozen[name] = {**est.to_json(), "conformal": conf, "wins_grouped": wins(summary, new=name)}
+        frozen[name] = {**est.to_json(), "conformal": conf, "wins_grouped": wins(summary, new=name),
+                        "rule_protocols": list(RULE_PROTOCOLS)}
         covs.append(cov)
     for name, per in pred.attrs.get("choices", {}).items():
         frozen[name]["outer_fold_feature_sets"] = per
     cov = pd.concat(covs, ignore_index=True)
     return (summary, cov, frozen, markdown_grouped(summary, cov, tr.attrs.get("skipped", []), frozen),
-            summarise_folds(data, pred), errors_by_batch_scaling(data, pred))
+            summarise_folds(data, pred), errors_by_batch_scaling(data, pred), chronos_predictions(data, pred))
 
 
 def markdown_grouped(summary: pd.DataFrame, cov: pd.DataFrame, skipped: list[str], frozen: dict[str, dict]) -> str:

@@ -4,7 +4,7 @@ Labels (canonical iteration table, :mod:`traintime.data.chronos`)
     ``compute_time_ms`` (release ``compute_ms``: synchronised forward + backward + optimizer step)
     and ``loader_wait_ms`` (release ``loader_wait_ms``: time blocked on the DataLoader, 2 workers).
     The release's step time is the mean over 20 timed iterations of (loader wait + compute) of each
-    iteration, so the means add: **step = loader wait + compute** (:func:`combine_labels`); on every
+    iteration, so the means add: **step = loader wait + compute** (:func:`~traintime.chronos.loader_wait.combine_labels`); on every
     released row the sum equals ``step_time_ms`` to rounding.
 
 Compute model
@@ -12,11 +12,8 @@ Compute model
     :mod:`traintime.measure.opgraph_chronos` (same terms and efficiency features as the traces,
     :func:`traintime.emulation.steptime_traces.roofline_features`; amp rows use the fp16 peak).
     One model over all three families.
-Loader model (:class:`LoaderWaitRegressor`)
-    Gradient-boosted trees on log(1 + wait) from dataset, input size, batch size, dataset size,
-    DataLoader workers (2 in the whole release, so constant) and the host's provider, never from a
-    GPU column. The provider is the only host feature the release has; it is confounded with the
-    GPU (each GPU is its own host), so an unseen GPU's host is only known by its provider.
+Loader model
+    :class:`~traintime.chronos.loader_wait.LoaderWaitRegressor` (host and data features only, never a GPU column).
 Previous model
     The project's ``clean`` feature set + XGBoost per family (:mod:`traintime.chronos.evaluation`),
     fitted on each label in turn, same folds.
@@ -30,26 +27,14 @@ from collections.abc import Sequence
 
 import numpy as np
 import pandas as pd
-from sklearn.base import BaseEstimator, RegressorMixin
 
+from traintime.chronos.loader_wait import LoaderWaitRegressor, combine_labels
 from traintime.chronos.steptime import OperatorRooflineRegressor
 from traintime.core.errors import SchemaError
 from traintime.measure.opgraph_chronos import CHRONOS_WALK_KEY, with_num_classes
 
 LABELS: tuple[str, ...] = ("compute_time_ms", "loader_wait_ms", "step_time_ms")
 GROUP_COLUMN: dict[str, str] = {"logo": "gpu", "lomo": "model", "lodo": "dataset"}
-LOADER_WORKERS = 2
-
-
-def combine_labels(compute_ms: np.ndarray | Sequence[float], loader_ms: np.ndarray | Sequence[float]) -> np.ndarray:
-    """Step time as the release measured it: mean of (loader wait + compute) per iteration = sum of means."""
-    c = np.asarray(compute_ms, dtype=float)
-    w = np.asarray(loader_ms, dtype=float)
-    if c.shape != w.shape:
-        raise SchemaError(f"compute ({c.shape}) and loader ({w.shape}) predictions differ in shape")
-    if np.any(c < 0) or np.any(w < 0):
-        raise SchemaError("compute time and loader wait must be >= 0")
-    return c + w
 
 
 def _key_string(model: object, px: object, nc: object, embed: object, opt: object) -> str:
@@ -79,41 +64,6 @@ def op_graph_as_trace(op_graphs: pd.DataFrame) -> pd.DataFrame:
     og["model"] = workload_id(og).to_numpy()
     og["img_px"] = og["input_px"].astype(int)
     return og
-
-
-class LoaderWaitRegressor(BaseEstimator, RegressorMixin):
-    """XGBoost on log(1 + loader wait ms) from host/data features only (module doc)."""
-
-    def __init__(self, n_estimators: int = 300, max_depth: int = 4, learning_rate: float = 0.05,
-                 subsample: float = 0.8, random_state: int = 0) -> None:
-        self.n_estimators = n_estimators
-        self.max_depth = max_depth
-        self.learning_rate = learning_rate
-        self.subsample = subsample
-        self.random_state = random_state
-
-    def _features(self, rows: pd.DataFrame) -> np.ndarray:
-        cols = [np.log(rows["input_px"].astype(float).fillna(0.0) + 1.0),
-                np.log(rows["batch_size"].astype(float)),
-                np.log(rows["dataset_size"].astype(float)),
-                np.full(len(rows), float(LOADER_WORKERS))]
-        cols += [(rows["dataset"] == d).astype(float) for d in self.datasets_]
-        cols += [(rows["provider"] == p).astype(float) for p in self.providers_]
-        return np.column_stack([np.asarray(c, dtype=float) for c in cols])
-
-    def fit(self, rows: pd.DataFrame, y: Sequence[float]) -> "LoaderWaitRegressor":
-        from xgboost import XGBRegressor
-
-        self.datasets_ = sorted(rows["dataset"].astype(str).unique())
-        self.providers_ = sorted(rows["provider"].astype(str).unique())
-        self.model_ = XGBRegressor(n_estimators=self.n_estimators, max_depth=self.max_depth,
-                                   learning_rate=self.learning_rate, subsample=self.subsample, n_jobs=1,
-                                   tree_method="hist", random_state=self.random_state)
-        self.model_.fit(self._features(rows), np.log1p(np.maximum(np.asarray(y, dtype=float), 0.0)))
-        return self
-
-    def predict(self, rows: pd.DataFrame) -> np.ndarray:
-        return np.maximum(np.expm1(self.model_.predict(self._features(rows))), 0.0)
 
 
 def chronos_rows(table: pd.DataFrame, op_graphs: pd.DataFrame) -> pd.DataFrame:

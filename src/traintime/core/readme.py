@@ -62,10 +62,11 @@ def _step_rule(path: Path) -> str:
     """The verdict of the step-model rule recorded in the neighbour model file, and what ``auto`` uses."""
     import json
 
-    won = bool(json.loads(path.read_text()).get("wins_grouped"))
-    from traintime.predict_step_models import RULE_TEXT
-
-    return (f"`neighbour` beats `roofline_calibrated` on {RULE_TEXT}: "
+    doc = json.loads(path.read_text())
+    won = bool(doc.get("wins_grouped"))
+    protocols = doc.get("rule_protocols")  # recorded by rule predict_step_grouped beside the verdict
+    rule = f"every protocol of the rule ({', '.join(protocols)})" if protocols else "every grouped protocol"
+    return (f"`neighbour` beats `roofline_calibrated` on {rule}: "
             f"{'yes' if won else 'no'}, so `--step-model auto` uses `{'neighbour' if won else 'roofline'}`.\n")
 
 
@@ -116,6 +117,10 @@ BLOCKS: dict[str, tuple[str, Callable[[Path], str]]] = {
     "predict-step-batch-scaling": ("tables/predict_step_batch_scaling.csv", lambda p: _table(
         p, ["protocol", "method", "batch_scaling", "rows", "share_pct", "mape_pct", "median_ape_pct",
             "geo_mean_pred_over_measured"], query="method in ['neighbour', 'roofline_calibrated']", digits=".1f")),
+    "predict-step-two-label": ("tables/predict_step_two_label.csv", lambda p: _table(
+        p, ["protocol", "method", "rows", "n_seeds", "compute_mape_pct", "loader_mae_ms", "step_mape_pct_mean",
+            "step_mape_pct_sd", "step_mape_pct_ci95_low", "step_mape_pct_ci95_high", "target_step_mape_pct",
+            "meets_target"], digits=".1f")),
     "predict-step-rule": ("models/steptime/neighbour_model.json", _step_rule),
     "predict-step-intervals": ("tables/predict_step_grouped_coverage.csv", lambda p: _table(
         p, ["quantity", "variant", "rows", "groups", "nominal_coverage", "measured_coverage",
