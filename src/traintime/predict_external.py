@@ -137,17 +137,16 @@ def pairs_right(rows: pd.DataFrame) -> tuple[int, int]:
 def summarise(rows: pd.DataFrame) -> pd.DataFrame:
     """Per precision and ``all``: rows, GPUs, MAPE, median APE, geometric-mean ratio, interval coverage,
     pairs right (module doc), with the issue's targets."""
+    from traintime.predict_public_eval import step_errors
+
     out = []
     rows = rows[np.isfinite(rows["pred_ms"])]
     for prec, g in [*sorted(rows.groupby("precision")), ("all", rows)]:
         if g.empty:
             continue
-        ape = (g["pred_ms"] / g["step_ms"] - 1.0).abs() * 100.0
         right, total = pairs_right(g)
         inside = (g["pred_low_ms"] <= g["step_ms"]) & (g["step_ms"] <= g["pred_high_ms"])
-        out.append(dict(precision=prec, rows=len(g), gpus=g["gpu"].nunique(), mape_pct=float(ape.mean()),
-                        median_ape_pct=float(ape.median()),
-                        geo_mean_pred_over_measured=float(np.exp(np.mean(np.log(g["pred_ms"] / g["step_ms"])))),
+        out.append(dict(precision=prec, rows=len(g), gpus=g["gpu"].nunique(), **step_errors(g["step_ms"], g["pred_ms"]),
                         interval_coverage_pct=float(inside.mean() * 100.0), pairs=total,
                         pairs_right_pct=float(100.0 * right / total) if total else np.nan,
                         target_mape_pct=TARGET_MAPE, target_pairs_pct=TARGET_PAIRS))

@@ -43,9 +43,7 @@ import numpy as np
 import pandas as pd
 
 from traintime.core.specs import rtx_generation as generation
-from traintime.predict_public_eval import (
-    pair_order,
-)
+from traintime.predict_public_eval import pair_order, step_errors
 from traintime.predict_step_models import RULE_PROTOCOLS, RULE_TEXT
 
 KEY = ["model", "img_px", "batch_size", "precision"]
@@ -197,13 +195,13 @@ def summarise_grouped(data: pd.DataFrame, pred: pd.DataFrame) -> pd.DataFrame:
         d["latency_ms"] = data["measured_ms"].to_numpy()[g["row"].to_numpy()]
         d["pred_ms"] = g["pred_ms"].to_numpy()
         d = d[np.isfinite(d["pred_ms"])]
-        ape = 100 * np.abs(d["pred_ms"] / d["latency_ms"] - 1)
+        err = step_errors(d["latency_ms"], d["pred_ms"])
         right, total = pair_order(d)
         rows.append({"protocol": proto, "method": method, "rows": len(d), "folds": g["fold"].nunique(),
-                     "gpus": d["gpu"].nunique(), "models": d["model"].nunique(), "mape_pct": float(ape.mean()),
-                     "median_ape_pct": float(ape.median()),
+                     "gpus": d["gpu"].nunique(), "models": d["model"].nunique(), "mape_pct": err["mape_pct"],
+                     "median_ape_pct": err["median_ape_pct"],
                      "pairs_right_pct": 100.0 * right / total if total else float("nan"),
-                     "geo_mean_pred_over_measured": float(np.exp(np.mean(np.log(d["pred_ms"] / d["latency_ms"]))))})
+                     "geo_mean_pred_over_measured": err["geo_mean_pred_over_measured"]})
     return pd.DataFrame(rows)
 
 
