@@ -45,6 +45,7 @@ rule collect_bench:
     resources:
         timing=1,
         gpu=COL_GPU,
+    priority: LONGEST_JOB_PATH  # scheduling only: local_iteration.csv gates the chain to predict_step_grouped
     log:
         f"{LOGS}/collect/bench_{{job}}.log",
     benchmark:
@@ -62,6 +63,7 @@ rule collect_merge_iteration:
         lib=lib("collect_merge"),
     output:
         f"{DATA}/local_iteration.csv",
+    priority: LONGEST_JOB_PATH
     log:
         f"{LOGS}/collect/merge_iteration.log",
     benchmark:

@@ -16,6 +16,10 @@ rule retrieve_file:
     wildcard_constraints:
         source="|".join(config["data"]["sources"]),
         path=r"[A-Za-z0-9_./-]+\.csv",
+    # scheduling only: a retrieval takes < 1 s and gates whole stages (the convergence CSVs gate the chain to
+    # predict_step_grouped), so it runs before the many evaluate jobs (a fresh-clone run without this priority
+    # fetched them 8 min late and ended with predict_step_grouped alone on one core for 4 min)
+    priority: LONGEST_JOB_PATH
     log:
         f"{LOGS}/retrieve/{{source}}/{{path}}.log",
     benchmark:
