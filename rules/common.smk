@@ -75,9 +75,9 @@ REFERENCE = f"{RESULTS}/reference"
 # (predict_step_grouped, ~2-4 min on a 2-core laptop) get this priority, so it starts while the many
 # short evaluate jobs still fill the other core instead of running alone at the end of the DAG.
 # Priority is per rule: every convergence_evaluate job gets it, though only the final method's is on the way.
-# The way: retrieve_file -> convergence_normalise -> convergence_evaluate, and collect_bench ->
-# collect_merge_iteration (local_iteration.csv), -> predict_interval_coverage -> predict_public_eval ->
-# predict_step_grouped (a fresh-clone run whose greedy schedule put the 45 iteration jobs first ended with
+# The way: retrieve_file -> convergence_normalise -> convergence_evaluate, retrieve_traces -> normalise_traces,
+# and collect_bench -> collect_merge_iteration (local_iteration.csv), -> predict_interval_coverage ->
+# predict_public_eval -> predict_step_grouped (a fresh-clone run whose greedy schedule put the 45 iteration jobs first ended with
 # predict_step_grouped alone on one core for 4 min).
 LONGEST_JOB_PATH = 10
 

@@ -44,6 +44,7 @@ rule retrieve_traces:
     params:
         sha256=config["data"]["sources"]["gpu_profiler"]["files"],  # mirror / URL: read by the script
         gpu_specs=config["gpu_specs"],
+    priority: LONGEST_JOB_PATH  # scheduling only: traces.csv gates predict_public_eval -> predict_step_grouped
     log:
         f"{LOGS}/emulation/retrieve_traces.log",
     benchmark:
