@@ -42,7 +42,7 @@ def _iteration() -> pd.DataFrame:
 def _compute(it: pd.DataFrame) -> pd.DataFrame:
     """Perfect compute predictions on every CHRONOS protocol (the loader half is what is tested)."""
     return pd.concat([pd.DataFrame({"protocol": p, "fold": it[by], "method": "neighbour", "row_id": it["row_id"],
-                                    "pred_ms": it["compute_time_ms"]}) for p, (_, by) in tl.PROTOCOLS.items()])
+                                    "pred_ms": it["compute_time_ms"]}) for p in tl.PROTOCOLS for by in [tl.group_column(p)]])
 
 
 def test_loader_model_never_fits_the_held_out_group_and_labels_add(monkeypatch) -> None:
@@ -53,7 +53,7 @@ def test_loader_model_never_fits_the_held_out_group_and_labels_add(monkeypatch) 
     groups = {"gpu": 3, "model": 2, "dataset": 2}
     assert len(FITS) == 2 * sum(groups.values())  # one fit per held-out group and seed
     i = 0
-    for _, by in tl.PROTOCOLS.values():
+    for by in map(tl.group_column, tl.PROTOCOLS):
         held = sorted(it[by].unique())
         for g in held:
             for _ in (0, 1):

@@ -137,7 +137,7 @@ def pairs_right(rows: pd.DataFrame) -> tuple[int, int]:
 def summarise(rows: pd.DataFrame) -> pd.DataFrame:
     """Per precision and ``all``: rows, GPUs, MAPE, median APE, geometric-mean ratio, interval coverage,
     pairs right (module doc), with the issue's targets."""
-    from traintime.predict_public_eval import step_errors
+    from traintime.core.metrics import step_errors
 
     out = []
     rows = rows[np.isfinite(rows["pred_ms"])]

@@ -35,6 +35,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from traintime.core.metrics import step_errors
+
 log = logging.getLogger(__name__)
 
 #: number of classes and optimizer of the traced workloads (traintime.emulation.workload)
@@ -128,15 +130,6 @@ def pair_order(pred: pd.DataFrame, keys: Sequence[str] = ("model", "img_px", "ba
         right += int((dy[ok] == dp[ok]).sum())
         total += int(ok.sum())
     return right, total
-
-
-def step_errors(measured: Any, predicted: Any) -> dict[str, float]:
-    """MAPE, median absolute percentage error and geometric mean of predicted / measured of step times (every
-    step-time table of ``predict`` reports these three)."""
-    y, p = np.asarray(measured, dtype=float), np.asarray(predicted, dtype=float)
-    ape = 100.0 * np.abs(p / y - 1.0)
-    return {"mape_pct": float(ape.mean()), "median_ape_pct": float(np.median(ape)),
-            "geo_mean_pred_over_measured": float(np.exp(np.mean(np.log(p / y))))}
 
 
 def summarise(pred: pd.DataFrame, subset_models: Sequence[str] = ()) -> pd.DataFrame:

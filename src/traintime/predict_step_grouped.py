@@ -43,16 +43,19 @@ import numpy as np
 import pandas as pd
 
 from traintime.core.specs import rtx_generation as generation
-from traintime.predict_public_eval import pair_order, step_errors
+from traintime.chronos.two_label import PROTOCOLS as CHRONOS_PROTOCOLS
+from traintime.chronos.two_label import group_column
+from traintime.core.metrics import step_errors
+from traintime.predict_public_eval import pair_order
 from traintime.predict_step_models import RULE_PROTOCOLS, RULE_TEXT
 
 KEY = ["model", "img_px", "batch_size", "precision"]
 #: column the inner folds of a learned model's hardware choice are grouped by, per protocol (default ``gpu``): a
 #: protocol that holds out a whole GPU generation chooses by holding out generations inside its training part too
 INNER_GROUP: dict[str, str] = {"traces LOGenO": "generation"}
-#: CHRONOS grouped protocols and their group column; on each, ``roofline_calibrated`` is refitted per family without
-#: the held-out group (the saved calibration saw every CHRONOS row)
-CHRONOS_GROUPED: dict[str, str] = {"chronos LOGO": "gpu", "chronos LOMO": "model", "chronos LODO": "dataset"}
+#: CHRONOS grouped protocols and their group column (:data:`traintime.chronos.two_label.PROTOCOLS`); on each,
+#: ``roofline_calibrated`` is refitted per family without the held-out group (the saved calibration saw every row)
+CHRONOS_GROUPED: dict[str, str] = {p: group_column(p) for p in CHRONOS_PROTOCOLS}
 
 
 def trace_step_rows(subset: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataFrame:

@@ -34,7 +34,6 @@ from traintime.core.errors import SchemaError
 from traintime.measure.opgraph_chronos import CHRONOS_WALK_KEY, with_num_classes
 
 LABELS: tuple[str, ...] = ("compute_time_ms", "loader_wait_ms", "step_time_ms")
-GROUP_COLUMN: dict[str, str] = {"logo": "gpu", "lomo": "model", "lodo": "dataset"}
 
 
 def _key_string(model: object, px: object, nc: object, embed: object, opt: object) -> str:
@@ -81,6 +80,7 @@ def evaluate_new(table: pd.DataFrame, op_graphs: pd.DataFrame, specs: pd.DataFra
                  seeds: Sequence[int], alpha: float = 1e-3, clip_z: bool = False) -> pd.DataFrame:
     """Out-of-fold predictions of the new two-label model: one row per (seed, test row) with
     ``pred_compute``, ``pred_loader``, ``pred_step``; ``attrs['fit_s']`` per compute fit."""
+    from traintime.chronos.evaluation import PROTOCOLS
     from traintime.emulation.steptime_traces import (
         TERMS,
         class_table,
@@ -94,7 +94,7 @@ def evaluate_new(table: pd.DataFrame, op_graphs: pd.DataFrame, specs: pd.DataFra
     X = roofline_features(as_trace_rows(rows), classes, gpus)
     yc = rows["compute_time_ms"].to_numpy(dtype=float)
     yl = rows["loader_wait_ms"].to_numpy(dtype=float)
-    groups = rows[GROUP_COLUMN[protocol]].astype(str).to_numpy()
+    groups = rows[PROTOCOLS[protocol].group_column].astype(str).to_numpy()
     out, fit_s = [], []
     for g in sorted(set(groups)):
         test = groups == g

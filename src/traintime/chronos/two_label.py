@@ -26,13 +26,14 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from traintime.chronos.evaluation import PROTOCOLS as ITERATION_PROTOCOLS
 from traintime.chronos.loader_wait import LoaderWaitRegressor, combine_labels
 from traintime.core.errors import SchemaError
-from traintime.core.metrics import mean_sd_ci95
+from traintime.core.metrics import mape, mean_sd_ci95, step_errors
 
-#: CHRONOS protocols of predict_step_grouped -> (short name of the iteration protocols, group column)
-PROTOCOLS: dict[str, tuple[str, str]] = {"chronos LOGO": ("logo", "gpu"), "chronos LOMO": ("lomo", "model"),
-                                         "chronos LODO": ("lodo", "dataset")}
+#: CHRONOS protocols of predict_step_grouped -> the iteration protocol of the same folds
+#: (:data:`traintime.chronos.evaluation.PROTOCOLS`, which holds their group columns: :func:`group_column`)
+PROTOCOLS: dict[str, str] = {"chronos LOGO": "logo", "chronos LOMO": "lomo", "chronos LODO": "lodo"}
 #: compute-time methods of predict_step_grouped combined with the loader model
 COMPUTE_METHODS: tuple[str, ...] = ("neighbour", "efficiency", "roofline_calibrated")
 #: the previous one-label models: (feature_set, estimator) of the iteration predictions -> method name
@@ -42,6 +43,11 @@ PREVIOUS: dict[tuple[str, str], str] = {("clean", "xgboost"): "previous: xgboost
 TARGET_STEP_MAPE: dict[str, float] = {"chronos LOGO": 25.0, "chronos LOMO": 40.0, "chronos LODO": 35.0}
 ROW_COLUMNS: tuple[str, ...] = ("row_id", "gpu", "model", "dataset", "input_px", "batch_size", "dataset_size",
                                 "provider", "compute_time_ms", "loader_wait_ms", "step_time_ms")
+
+
+def group_column(protocol: str) -> str:
+    """The column whose value one fold of a CHRONOS grouped protocol holds out (``gpu``, ``model``, ``dataset``)."""
+    return str(ITERATION_PROTOCOLS[PROTOCOLS[protocol]].group_column)
 
 
 def _rows(iteration: pd.DataFrame) -> pd.DataFrame:
@@ -71,11 +77,11 @@ def two_label_predictions(iteration: pd.DataFrame, compute: pd.DataFrame, seeds:
     rows = _rows(iteration)
     pos = pd.Series(np.arange(len(rows)), index=rows["row_id"].astype(str))
     out = []
-    for proto, (_, by) in PROTOCOLS.items():
+    for proto in PROTOCOLS:
         c = compute[(compute["protocol"] == proto) & compute["method"].isin(COMPUTE_METHODS)]
         if c.empty:
             continue
-        loader = loader_predictions(rows, by, seeds)
+        loader = loader_predictions(rows, group_column(proto), seeds)
         for method, g in c.groupby("method", sort=False):
             k = pos.reindex(g["row_id"].astype(str)).to_numpy()
             if np.isnan(k).any():
@@ -93,7 +99,7 @@ def two_label_predictions(iteration: pd.DataFrame, compute: pd.DataFrame, seeds:
 def previous_predictions(iteration_predictions: Mapping[str, pd.DataFrame]) -> pd.DataFrame:
     """The previous one-label models' step-time predictions in the shape of :func:`two_label_predictions`
     (``iteration_predictions``: short protocol name -> rule chronos_iteration_merge's table)."""
-    short = {v[0]: k for k, v in PROTOCOLS.items()}
+    short = {v: k for k, v in PROTOCOLS.items()}
     out = []
     for name, p in iteration_predictions.items():
         for (fs, est), method in PREVIOUS.items():
@@ -123,10 +129,9 @@ def summarise(iteration: pd.DataFrame, pred: pd.DataFrame) -> pd.DataFrame:
         per_seed = []
         for s, gs in g.groupby("seed"):
             truth = rows.loc[gs["row_id"].astype(str)]
-            step_ape = 100 * np.abs(gs["pred_step_ms"].to_numpy() / truth["step_time_ms"].to_numpy() - 1)
-            comp = gs["pred_compute_ms"].to_numpy()
-            per_seed.append({"step": float(step_ape.mean()), "step_median": float(np.median(step_ape)),
-                             "compute": float(np.mean(100 * np.abs(comp / truth["compute_time_ms"].to_numpy() - 1))),
+            step = step_errors(truth["step_time_ms"], gs["pred_step_ms"])
+            per_seed.append({"step": step["mape_pct"], "step_median": step["median_ape_pct"],
+                             "compute": mape(truth["compute_time_ms"], gs["pred_compute_ms"]),
                              "loader_mae": float(np.mean(np.abs(gs["pred_loader_ms"].to_numpy()
                                                                 - truth["loader_wait_ms"].to_numpy()))),
                              "n": len(gs)})

@@ -77,6 +77,17 @@ def abs_log_ratio(t_pred: Sequence[float], t_true: Sequence[float]) -> np.ndarra
     return np.abs(np.log(p / t))
 
 
+def step_errors(y_true: Sequence[float], y_pred: Sequence[float]) -> dict[str, float]:
+    """MAPE, median APE and geometric mean of predicted / true (every step-time table of ``predict`` reports these
+    three, under these keys); NaN for no values (a method without a finite prediction on a slice)."""
+    if np.asarray(y_true).size == 0 and np.asarray(y_pred).size == 0:
+        return dict.fromkeys(("mape_pct", "median_ape_pct", "geo_mean_pred_over_measured"), float("nan"))
+    t, p = _arrays(y_true, y_pred)
+    e = ape(t, p)
+    return {"mape_pct": float(e.mean()), "median_ape_pct": float(np.median(e)),
+            "geo_mean_pred_over_measured": float(np.exp(np.mean(np.log(p / t))))}
+
+
 def mean_sd(values: Sequence[float]) -> tuple[float, float]:
     """Mean and sample standard deviation (ddof=1; sd is NaN for a single value: no spread was measured)."""
     v = np.asarray(values, dtype=float)
