@@ -70,8 +70,8 @@ def test_grouped_evaluation_never_fits_on_the_held_out_group() -> None:
     folds = [(p, g, test) for p, _, fs in protocols(data) for g, _, test in fs]
     # per fold and learned model (efficiency, neighbour): one fit on both sources (not for the external protocol),
     # one on CHRONOS only on CHRONOS LOGO and the external protocol
-    # (and on the largest-batch protocols one more: the neighbour model with the network batch edge)
-    n_fits = {p: 4 if p == "chronos LOGO" else 3 if p.endswith("largest batch") else 2 for p, _, _ in folds}
+    # (and on the largest-batch protocols two more: the neighbour model with the network and the global batch edge)
+    n_fits = {p: 4 if p == "chronos LOGO" else 4 if p.endswith("largest batch") else 2 for p, _, _ in folds}
     assert len(FITS) == sum(n_fits[p] for p, _, _ in folds)
     i = 0
     for proto, group, test in folds:
@@ -101,9 +101,10 @@ def test_grouped_evaluation_never_fits_on_the_held_out_group() -> None:
         assert sorted(scored["row"]) == list(range(len(traces), len(data)))
     assert set(pred.loc[pred["protocol"] == "chronos LODO", "fold"]) == {"d16", "d64"}
     assert {"efficiency", "neighbour", "roofline_assumed", "roofline_calibrated", "efficiency_chronos_only",
-            "neighbour_chronos_only", "neighbour_network_edge"} <= set(summary["method"])
-    edge = summary[summary["method"] == "neighbour_network_edge"]
-    assert set(edge["protocol"]) == {"traces largest batch", "chronos largest batch"}
+            "neighbour_chronos_only", "neighbour_network_edge", "neighbour_global_edge"} <= set(summary["method"])
+    for variant in ("neighbour_network_edge", "neighbour_global_edge"):
+        edge = summary[summary["method"] == variant]
+        assert set(edge["protocol"]) == {"traces largest batch", "chronos largest batch"}
     assert isinstance(wins(summary), bool) and isinstance(wins(summary, new="neighbour"), bool)
 
 

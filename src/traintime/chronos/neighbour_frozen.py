@@ -31,8 +31,11 @@ The model (fitted by :class:`traintime.chronos.neighbour_step.NeighbourStepTime`
   alone miss for a model unlike any measured one), or zero (plain kNN; frozen files written before the trend
   existed). Both are looked up at the descriptors clipped to
   the measured range (outside it - a larger batch or model than any measured - the efficiency stays that of the
-  range's edge, and the time grows with the roofline's work; ``batch_edge = "network"``: the batch edge of the
-  workload's own network instead, :func:`batch_edge`). The distance to the nearest measured workload says
+  range's edge, and the time grows with the roofline's work). A batch beyond the largest measured one of the
+  workload's network (``batch_edge``, :data:`BATCH_EDGE_RULES`) takes, by default (``affine``), the straight line
+  through the model's times at the network's two largest measured batches (:func:`traintime.chronos.neighbour_batch.affine_beyond_edge`); frozen
+  files written before that rule keep theirs (``global``: the edge of all data, as above; ``network``: the
+  efficiency at its own network's edge, :func:`traintime.chronos.neighbour_batch.batch_edge`). The distance to the nearest measured workload says
   how far the answer is from anything measured.
 """
 
@@ -52,6 +55,8 @@ WORKLOAD_FEATURES: tuple[str, ...] = ("log_flops_per_sample", "log_batch", "log_
                                       "log_params", "log_input_px", "half", "transformer")
 #: descriptors that change with the batch of the same network (see :func:`batch_edge`)
 BATCH_DESCRIPTORS: tuple[str, ...] = ("log_batch", "log_intensity", "log_flops_per_layer")
+#: what a batch beyond its network's largest measured batch gets (``batch_edge``; :func:`neighbour_predict`)
+BATCH_EDGE_RULES: tuple[str, ...] = ("affine", "global", "network")
 #: further descriptors the hardware interactions use (work per kernel, arithmetic intensity of the step)
 INTERACTION_FEATURES: tuple[str, ...] = ("log_flops_per_layer", "log_intensity")
 #: the base descriptors, standardised together: the kNN and trend space (:data:`WORKLOAD_FEATURES` first)
@@ -140,6 +145,13 @@ def workload_features(rows: pd.DataFrame) -> pd.DataFrame:
     }, index=rows.index)
 
 
+def network_key(rows: pd.DataFrame) -> np.ndarray:
+    """``model|input px|precision`` per row: the network of a workload, whatever its batch (as the *largest batch*
+    protocols of :mod:`traintime.predict_step_grouped` name it)."""
+    px = pd.to_numeric(rows["input_px"], errors="coerce").round().astype("Int64").astype(str).str.replace("<NA>", "")
+    return (rows["model"].astype(str) + "|" + px + "|" + rows["precision"].astype(str)).to_numpy(dtype=object)
+
+
 def log_spec(rows: pd.DataFrame, column: str) -> np.ndarray:
     """log10 of an optional positive spec column per row; NaN where missing, not positive or no such column."""
     v = (pd.to_numeric(rows[column], errors="coerce").to_numpy(dtype=float) if column in rows.columns
@@ -213,40 +225,6 @@ def workload_trend(z: np.ndarray, coef: Any) -> np.ndarray:
     return c[0] + z @ c[1:]
 
 
-def batch_edge(wl: pd.DataFrame, descs: list[str], params: dict[str, Any]) -> pd.DataFrame:
-    """Descriptors ``wl`` with the batch-dependent ones (:data:`BATCH_DESCRIPTORS`) of each workload set to those of
-    its *network's* largest measured batch where it asks for a larger batch (``batch_edge = "network"``, an
-    alternative to the default ``"global"`` edge of all data). The network of a workload is the nearest measured
-    workload in the batch-free descriptors (the same model, input size and precision, or the closest one), its edge
-    the largest batch measured of it: beyond it the efficiency stays that measured there and the time grows with the
-    roofline's work, instead of following the trend in batch (learned mostly on small models that fill a GPU only at
-    large batches). Which rule extrapolates better is measured, not assumed: the *largest batch* protocols of
-    :mod:`traintime.predict_step_grouped` score both (``neighbour`` and ``neighbour_network_edge``)."""
-    cols = [d for d in descs if d in BATCH_DESCRIPTORS]
-    free = [i for i, d in enumerate(descs) if d not in BATCH_DESCRIPTORS]
-    train_z = np.asarray(params["train_z"], float)
-    if not cols or not free or "log_batch" not in descs or train_z.shape[1] != len(descs):
-        return wl
-    wm, ws = np.asarray(params["wl_mean"], float), np.asarray(params["wl_scale"], float)
-    train_raw = train_z * ws + wm
-    q = wl[descs].to_numpy(dtype=float)
-    uq, inv = np.unique((q - wm) / ws, axis=0, return_inverse=True)
-    inv = np.asarray(inv).reshape(-1)
-    tf = train_z[:, free]
-    ib = descs.index("log_batch")
-    out = q.copy()
-    for j, n in enumerate(pairwise_distance(uq[:, free], tf).argmin(axis=1)):
-        same = np.flatnonzero(np.sqrt(((tf - tf[n]) ** 2).sum(axis=1)) < 1e-6)
-        edge = same[np.argmax(train_raw[same, ib])]
-        rows_j = np.flatnonzero(inv == j)
-        if q[rows_j[0], ib] > train_raw[edge, ib] + 1e-9:
-            for c in cols:
-                out[rows_j, descs.index(c)] = train_raw[edge, descs.index(c)]
-    res = wl.copy()  # memoized (core.memo): never changed in place
-    res[descs] = out
-    return res
-
-
 def neighbour_predict(rows: pd.DataFrame, params: dict[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(step ms, distance to the nearest measured workload, its index) of ``rows`` for frozen ``params``."""
     wl = workload_features(rows)
@@ -255,6 +233,8 @@ def neighbour_predict(rows: pd.DataFrame, params: dict[str, Any]) -> tuple[np.nd
     nd = len(params.get("knn_features") or WORKLOAD_FEATURES)  # kNN / trend space: the first nd descriptors
     z_raw = ((wl[descs].to_numpy(dtype=float) - wm) / ws)[:, :nd]
     if params.get("batch_edge") == "network":
+        from traintime.chronos.neighbour_batch import batch_edge
+
         wl = batch_edge(wl, descs, params)
     if "desc_min" in params:  # beyond the measured range (a larger batch or model) the efficiency - neighbours, trend
         # and hardware interactions alike - is that of the range's edge, so the time keeps growing with the roofline's work
@@ -275,7 +255,12 @@ def neighbour_predict(rows: pd.DataFrame, params: dict[str, Any]) -> tuple[np.nd
         gam, hm = np.asarray(params["train_gamma"], float), np.asarray(params["train_hmean"], float)
         sc = list(params.get("slope_columns") or [0, 1])  # files written before SM slopes: peak and bandwidth
         log_t[seen] += ((h[seen][:, sc] - hm[nearest[seen]]) * gam[nearest[seen]]).sum(axis=1)
-    return offset_ms(rows) * np.exp(log_t), dist, nearest
+    ms = offset_ms(rows) * np.exp(log_t)
+    if params.get("batch_edge") == "affine":
+        from traintime.chronos.neighbour_batch import affine_beyond_edge
+
+        ms = affine_beyond_edge(rows, params, ms)
+    return ms, dist, nearest
 
 
 class FrozenNeighbour:

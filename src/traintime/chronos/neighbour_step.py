@@ -41,11 +41,13 @@ from sklearn.base import BaseEstimator, RegressorMixin
 
 from traintime.chronos.efficiency_step import inner_group_choice, named_set
 from traintime.chronos.neighbour_frozen import (
+    BATCH_EDGE_RULES,
     DESCRIPTOR_SETS,
     HARDWARE_SETS,
     FrozenNeighbour,
     hardware_features,
     neighbour_predict,
+    network_key,
     offset_ms,
     spec_known,
     workload_features,
@@ -115,14 +117,17 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
         bandwidth (fitted on its rows' residuals, shrunk toward 0; needs >= 3 rows), or None (off: every workload
         shares ``beta``). A workload never measured has no deviation.
     slope_sms : also a slope in the log SM count per measured workload (only when the hardware set has ``log_sms``).
-    batch_edge : ``"global"`` (a batch beyond all measured ones takes the efficiency at the edge of all data) or
-        ``"network"`` (beyond its own network's largest measured batch;
-        :func:`~traintime.chronos.neighbour_frozen.batch_edge`).
+    batch_edge : what a batch beyond its network's largest measured one gets: ``"affine"`` (default: the straight
+        line through the times at the network's two largest measured batches,
+        :func:`~traintime.chronos.neighbour_batch.affine_beyond_edge`), ``"global"`` (the efficiency at the edge of
+        all data) or ``"network"`` (the efficiency at its own network's largest measured batch,
+        :func:`~traintime.chronos.neighbour_batch.batch_edge`). Chosen on the *largest batch* protocols of
+        :mod:`traintime.predict_step_grouped`, which score all three.
     """
 
     def __init__(self, k: int = 5, alpha: float = 1.0, trained_on: str = "", hardware: str = "peak_bandwidth",
                  trend: str = "ridge", descriptors: str = "base", slopes: float | None = None,
-                 batch_edge: str = "global", slope_sms: bool = False) -> None:
+                 batch_edge: str = "affine", slope_sms: bool = False) -> None:
         self.slope_sms = slope_sms
         self.batch_edge = batch_edge
         self.slopes = slopes
@@ -147,8 +152,9 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
     def fit(self, rows: pd.DataFrame, y_ms: Any, sample_weight: Any = None) -> NeighbourStepTime:
         if self.trend not in ("ridge", "none"):
             raise SchemaError(f"neighbour model: trend {self.trend!r} is unknown (use ridge or none)")
-        if self.batch_edge not in ("global", "network"):
-            raise SchemaError(f"neighbour model: batch_edge {self.batch_edge!r} is unknown (use global or network)")
+        if self.batch_edge not in BATCH_EDGE_RULES:
+            raise SchemaError(f"neighbour model: batch_edge {self.batch_edge!r} is unknown (use one of "
+                              f"{', '.join(BATCH_EDGE_RULES)})")
         y = np.asarray(y_ms, dtype=float)
         if len(y) != len(rows):
             raise SchemaError(f"step rows ({len(rows)}) and measured times ({len(y)}) differ in length")
@@ -199,6 +205,7 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
         first = np.unique(ids, return_index=True)[1]
         self.train_source_ = (rows["source"].astype(str).to_numpy()[first].tolist() if "source" in rows.columns
                               else [""] * n_w)
+        self.train_network_ = network_key(rows.iloc[first]).tolist()
         self.beta_, self.hw_mean_, self.wl_mean_, self.wl_scale_ = beta, hw_mean, wl_mean, wl_scale
         self.desc_min_, self.desc_max_ = wv.min(axis=0), wv.max(axis=0)
         self.train_z_, self.train_u_ = train_z, u
@@ -224,7 +231,8 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
                 "slopes": self.slopes, "batch_edge": self.batch_edge, "slope_columns": self._slope_columns(),
                 "train_gamma": None if self.train_gamma_ is None else np.round(self.train_gamma_, 8).tolist(),
                 "train_hmean": None if self.train_hmean_ is None else np.round(self.train_hmean_, 8).tolist(),
-                "train_source": self.train_source_, "rows": self.n_rows_, "workloads": self.n_workloads_,
+                "train_source": self.train_source_, "train_network": self.train_network_, "rows": self.n_rows_,
+                "workloads": self.n_workloads_,
                 "trained_on": self.trained_on}
 
     def predict(self, rows: pd.DataFrame) -> np.ndarray:
@@ -266,7 +274,7 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
                  trends: tuple[str, ...] = ("ridge", "none"), descriptor_sets: tuple[str, ...] = ("base", "kernel_mix"),
                  inner_splits: int = 3, k: int = 5, alpha: float = 1.0, trained_on: str = "",
                  inner_group: str = "gpu", slopes: tuple[float | None, ...] = (None, 1.0, 3.0, 10.0),
-                 batch_edge: str = "global", slope_sms: tuple[bool, ...] = (False,)) -> None:
+                 batch_edge: str = "affine", slope_sms: tuple[bool, ...] = (False,)) -> None:
         self.slope_sms = slope_sms
         self.batch_edge = batch_edge
         self.inner_group = inner_group

@@ -1,0 +1,155 @@
+"""The neighbour step model beyond a network's largest measured batch (``batch_edge``; prediction side, numpy only).
+
+A workload's *network* is the nearest measured workload in the batch-free descriptors (the same model, input size
+and precision, or the closest one); a row that asks for a larger batch than any measured of its network is beyond
+its edge (:func:`network_edges`). :func:`traintime.chronos.neighbour_frozen.neighbour_predict` then applies the
+rule its frozen parameters name (:data:`~traintime.chronos.neighbour_frozen.BATCH_EDGE_RULES`): ``affine``
+(:func:`affine_beyond_edge`, the default of models fitted now), ``network`` (:func:`batch_edge`) or ``global``
+(nothing here: the descriptors are clipped to the edge of all data).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from traintime.chronos.neighbour_frozen import (
+    BATCH_DESCRIPTORS,
+    DESCRIPTORS,
+    neighbour_predict,
+    network_key,
+    pairwise_distance,
+)
+
+
+def network_edges(wl: pd.DataFrame, descs: list[str], params: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """(edge, previous) per row: indices into ``params["train_z"]`` of the largest and the second-largest measured
+    batch of the row's *network* where the row asks for a batch larger than the largest (-1 elsewhere; previous -1
+    also when the network was measured at one batch only). The network of a workload is the nearest measured
+    workload in the batch-free descriptors (the same model, input size and precision, or the closest one)."""
+    n = len(wl)
+    edge, prev = np.full(n, -1), np.full(n, -1)
+    free = [i for i, d in enumerate(descs) if d not in BATCH_DESCRIPTORS]
+    train_z = np.asarray(params["train_z"], float)
+    if not free or "log_batch" not in descs or train_z.shape[1] != len(descs) or not n:
+        return edge, prev
+    wm, ws = np.asarray(params["wl_mean"], float), np.asarray(params["wl_scale"], float)
+    ib = descs.index("log_batch")
+    batch_raw = train_z[:, ib] * ws[ib] + wm[ib]
+    tf = train_z[:, free]
+    # per training workload, its network's largest batch (first in file order among equals) and the largest below it
+    same = pairwise_distance(tf, tf) < 1e-6
+    edge_of = np.where(same, batch_raw[None, :], -np.inf).argmax(axis=1)
+    lower = same & (batch_raw[None, :] < batch_raw[edge_of][:, None] - 1e-9)
+    prev_of = np.where(lower.any(axis=1), np.where(lower, batch_raw[None, :], -np.inf).argmax(axis=1), -1)
+    q = wl[descs].to_numpy(dtype=float)
+    qf = pd.DataFrame(np.round((q[:, free] - wm[free]) / ws[free], 9))  # one distance row per network asked for
+    ids = qf.groupby(list(qf.columns), sort=False).ngroup().to_numpy()
+    first = np.unique(ids, return_index=True)[1]
+    near = pairwise_distance(qf.to_numpy()[first], tf).argmin(axis=1)[ids]
+    e = edge_of[near]
+    far = q[:, ib] > batch_raw[e] + 1e-9
+    edge[far] = e[far]
+    prev[far] = prev_of[near[far]]
+    return edge, prev
+
+
+def batch_edge(wl: pd.DataFrame, descs: list[str], params: dict[str, Any]) -> pd.DataFrame:
+    """Descriptors ``wl`` with the batch-dependent ones (:data:`BATCH_DESCRIPTORS`) of each workload set to those of
+    its *network's* largest measured batch where it asks for a larger batch (``batch_edge = "network"``,
+    :func:`network_edges`): beyond it the efficiency stays that measured there and the time grows with the
+    roofline's work, instead of following the trend in batch (learned mostly on small models that fill a GPU only
+    at large batches). Which rule extrapolates best is measured, not assumed: the *largest batch* protocols of
+    :mod:`traintime.predict_step_grouped` score all three (``global``, ``network``, ``affine``)."""
+    cols = [d for d in descs if d in BATCH_DESCRIPTORS]
+    edge, _ = network_edges(wl, descs, params)
+    far = edge >= 0
+    if not cols or not far.any():
+        return wl
+    wm, ws = np.asarray(params["wl_mean"], float), np.asarray(params["wl_scale"], float)
+    train_raw = np.asarray(params["train_z"], float) * ws + wm
+    out = wl[descs].to_numpy(dtype=float)
+    for c in cols:
+        out[far, descs.index(c)] = train_raw[edge[far], descs.index(c)]
+    res = wl.copy()  # memoized (core.memo): never changed in place
+    res[descs] = out
+    return res
+
+
+def named_network_edges(rows: pd.DataFrame, params: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`network_edges` for the ``affine`` rule, the network named as the *largest batch* protocols name it
+    (:func:`~traintime.chronos.neighbour_frozen.network_key`: model, input size, precision; the frozen file's
+    ``train_network``): a row's network is measured only when a training workload has its name, so a model never
+    measured has no edge (-1) and keeps the ``global`` rule."""
+    n = len(rows)
+    edge, prev = np.full(n, -1), np.full(n, -1)
+    keys = np.asarray(params.get("train_network") or [], dtype=object)
+    if not n or not len(keys):
+        return edge, prev
+    descs = list(params.get("descriptors") or DESCRIPTORS)
+    ib = descs.index("log_batch")
+    wm, ws = np.asarray(params["wl_mean"], float), np.asarray(params["wl_scale"], float)
+    batch_raw = np.asarray(params["train_z"], float)[:, ib] * ws[ib] + wm[ib]
+    q_keys = network_key(rows)
+    q_b = np.log10(np.maximum(rows["batch_size"].to_numpy(dtype=float), 1.0))
+    codes = pd.factorize(np.concatenate([keys, q_keys]))[0]
+    tc, qc, k = codes[:len(keys)], codes[len(keys):], int(codes.max()) + 1
+    order = np.lexsort((np.arange(len(tc)), -batch_raw, tc))  # by network, largest batch first, then file order
+    head = np.r_[True, tc[order][1:] != tc[order][:-1]]
+    edge_of = np.full(k, -1)
+    edge_of[tc[order][head]] = order[head]
+    below = order[batch_raw[order] < batch_raw[edge_of[tc[order]]] - 1e-9]  # same order: largest first per network
+    head = np.r_[True, tc[below][1:] != tc[below][:-1]] if len(below) else np.zeros(0, dtype=bool)
+    prev_of = np.full(k, -1)
+    prev_of[tc[below][head]] = below[head]
+    e = edge_of[qc]
+    far = (e >= 0) & (q_b > batch_raw[np.maximum(e, 0)] + 1e-9)
+    edge[far], prev[far] = e[far], prev_of[qc[far]]
+    return edge, prev
+
+
+def rows_at_batch(rows: pd.DataFrame, batch: np.ndarray) -> pd.DataFrame:
+    """Step rows ``rows`` at batch ``batch`` (per row): the batch and the per-batch FLOPs change, the per-sample
+    columns and the GPU stay."""
+    out = rows.copy()
+    b = np.asarray(batch, dtype=float)
+    out["flops_train_per_batch"] = rows["flops_train_per_batch"].to_numpy(dtype=float) * b / np.maximum(
+        rows["batch_size"].to_numpy(dtype=float), 1.0)
+    out["batch_size"] = b
+    return out
+
+
+def affine_beyond_edge(rows: pd.DataFrame, params: dict[str, Any], ms: np.ndarray) -> np.ndarray:
+    """``ms`` (the ``global`` rule's step times of ``rows``) with every row beyond its network's largest measured
+    batch ``e`` (:func:`network_edges`) replaced by the straight line through the model's times at ``e`` and at the
+    network's next-smaller measured batch ``p`` (``batch_edge = "affine"``): ``t(b) = t(e) + (b - e) (t(e) - t(p)) /
+    (e - p)``, a fixed cost per step plus a cost per sample, the marginal cost not below 0; ``t(e) b / e`` when the
+    network was measured at one batch. Only a measured network has a line of its own (:func:`named_network_edges`):
+    a row of a model never measured keeps ``ms``. Both times are the model's own at measured
+    batches of the network, on the row's GPU: beyond the data the time grows at the marginal cost the network showed
+    last, instead of following the trend in batch (``global``) or growing in proportion from the edge
+    (``network``), which misses the fixed per-step cost that the release's hosts add (see
+    :mod:`traintime.chronos.batch_scaling`)."""
+    descs = list(params.get("descriptors") or DESCRIPTORS)
+    edge, prev = named_network_edges(rows, params)
+    far = np.flatnonzero(edge >= 0)
+    if not len(far):
+        return ms
+    wm, ws = np.asarray(params["wl_mean"], float), np.asarray(params["wl_scale"], float)
+    ib = descs.index("log_batch")
+    train_b = np.rint(10 ** (np.asarray(params["train_z"], float)[:, ib] * ws[ib] + wm[ib]))
+    base = {**params, "batch_edge": "global"}
+    sub = rows.iloc[far]
+    e = train_b[edge[far]]
+    t_e = neighbour_predict(rows_at_batch(sub, e), base)[0]
+    slope = t_e / e  # one measured batch: in proportion
+    two = prev[far] >= 0
+    if two.any():
+        p = train_b[prev[far][two]]
+        t_p = neighbour_predict(rows_at_batch(sub.iloc[np.flatnonzero(two)], p), base)[0]
+        slope[two] = np.maximum(t_e[two] - t_p, 0.0) / (e[two] - p)
+    out = np.array(ms, dtype=float, copy=True)
+    out[far] = t_e + slope * (sub["batch_size"].to_numpy(dtype=float) - e)
+    return out
