@@ -1,8 +1,9 @@
 """The neighbour step model beyond a network's largest measured batch (``batch_edge``; prediction side, numpy only).
 
-A workload's *network* is the nearest measured workload in the batch-free descriptors (the same model, input size
-and precision, or the closest one); a row that asks for a larger batch than any measured of its network is beyond
-its edge (:func:`network_edges`). :func:`traintime.chronos.neighbour_frozen.neighbour_predict` then applies the
+A row that asks for a larger batch than any measured of its *network* is beyond its edge. The ``affine`` rule names
+the network (model, input size, precision: :func:`named_network_edges`); the ``network`` rule takes the nearest
+measured workload in the batch-free descriptors (:func:`network_edges`).
+:func:`traintime.chronos.neighbour_frozen.neighbour_predict` then applies the
 rule its frozen parameters name (:data:`~traintime.chronos.neighbour_frozen.BATCH_EDGE_RULES`): ``affine``
 (:func:`affine_beyond_edge`, the default of models fitted now), ``network`` (:func:`batch_edge`) or ``global``
 (nothing here: the descriptors are clipped to the edge of all data).
@@ -24,6 +25,12 @@ from traintime.chronos.neighbour_frozen import (
 )
 
 
+def train_log_batch(params: dict[str, Any], descs: list[str]) -> np.ndarray:
+    """log10 batch of each training workload of frozen ``params`` (its standardised ``log_batch`` descriptor undone)."""
+    ib = descs.index("log_batch")
+    return np.asarray(params["train_z"], float)[:, ib] * float(params["wl_scale"][ib]) + float(params["wl_mean"][ib])
+
+
 def network_edges(wl: pd.DataFrame, descs: list[str], params: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
     """(edge, previous) per row: indices into ``params["train_z"]`` of the largest and the second-largest measured
     batch of the row's *network* where the row asks for a batch larger than the largest (-1 elsewhere; previous -1
@@ -37,7 +44,7 @@ def network_edges(wl: pd.DataFrame, descs: list[str], params: dict[str, Any]) ->
         return edge, prev
     wm, ws = np.asarray(params["wl_mean"], float), np.asarray(params["wl_scale"], float)
     ib = descs.index("log_batch")
-    batch_raw = train_z[:, ib] * ws[ib] + wm[ib]
+    batch_raw = train_log_batch(params, descs)
     tf = train_z[:, free]
     # per training workload, its network's largest batch (first in file order among equals) and the largest below it
     same = pairwise_distance(tf, tf) < 1e-6
@@ -88,10 +95,7 @@ def named_network_edges(rows: pd.DataFrame, params: dict[str, Any]) -> tuple[np.
     keys = np.asarray(params.get("train_network") or [], dtype=object)
     if not n or not len(keys):
         return edge, prev
-    descs = list(params.get("descriptors") or DESCRIPTORS)
-    ib = descs.index("log_batch")
-    wm, ws = np.asarray(params["wl_mean"], float), np.asarray(params["wl_scale"], float)
-    batch_raw = np.asarray(params["train_z"], float)[:, ib] * ws[ib] + wm[ib]
+    batch_raw = train_log_batch(params, list(params.get("descriptors") or DESCRIPTORS))
     q_keys = network_key(rows)
     q_b = np.log10(np.maximum(rows["batch_size"].to_numpy(dtype=float), 1.0))
     codes = pd.factorize(np.concatenate([keys, q_keys]))[0]
@@ -123,7 +127,7 @@ def rows_at_batch(rows: pd.DataFrame, batch: np.ndarray) -> pd.DataFrame:
 
 def affine_beyond_edge(rows: pd.DataFrame, params: dict[str, Any], ms: np.ndarray) -> np.ndarray:
     """``ms`` (the ``global`` rule's step times of ``rows``) with every row beyond its network's largest measured
-    batch ``e`` (:func:`network_edges`) replaced by the straight line through the model's times at ``e`` and at the
+    batch ``e`` (:func:`named_network_edges`) replaced by the straight line through the model's times at ``e`` and at the
     network's next-smaller measured batch ``p`` (``batch_edge = "affine"``): ``t(b) = t(e) + (b - e) (t(e) - t(p)) /
     (e - p)``, a fixed cost per step plus a cost per sample, the marginal cost not below 0; ``t(e) b / e`` when the
     network was measured at one batch. Only a measured network has a line of its own (:func:`named_network_edges`):
@@ -132,14 +136,11 @@ def affine_beyond_edge(rows: pd.DataFrame, params: dict[str, Any], ms: np.ndarra
     last, instead of following the trend in batch (``global``) or growing in proportion from the edge
     (``network``), which misses the fixed per-step cost that the release's hosts add (see
     :mod:`traintime.chronos.batch_scaling`)."""
-    descs = list(params.get("descriptors") or DESCRIPTORS)
     edge, prev = named_network_edges(rows, params)
     far = np.flatnonzero(edge >= 0)
     if not len(far):
         return ms
-    wm, ws = np.asarray(params["wl_mean"], float), np.asarray(params["wl_scale"], float)
-    ib = descs.index("log_batch")
-    train_b = np.rint(10 ** (np.asarray(params["train_z"], float)[:, ib] * ws[ib] + wm[ib]))
+    train_b = np.rint(10 ** train_log_batch(params, list(params.get("descriptors") or DESCRIPTORS)))
     base = {**params, "batch_edge": "global"}
     sub = rows.iloc[far]
     e = train_b[edge[far]]

@@ -53,7 +53,7 @@ from traintime.core.memo import memoized_on_frame
 #: the model, input size and batch (the kNN space of frozen files that name no ``knn_features``)
 WORKLOAD_FEATURES: tuple[str, ...] = ("log_flops_per_sample", "log_batch", "log_act_per_sample", "log_layers",
                                       "log_params", "log_input_px", "half", "transformer")
-#: descriptors that change with the batch of the same network (see :func:`batch_edge`)
+#: descriptors that change with the batch of the same network (see :mod:`traintime.chronos.neighbour_batch`)
 BATCH_DESCRIPTORS: tuple[str, ...] = ("log_batch", "log_intensity", "log_flops_per_layer")
 #: what a batch beyond its network's largest measured batch gets (``batch_edge``; :func:`neighbour_predict`)
 BATCH_EDGE_RULES: tuple[str, ...] = ("affine", "global", "network")
