@@ -27,7 +27,12 @@ CHRONOS LOGO 31.1 -> 31.7 %, so the defaults stay as they are (no SM slopes; str
 fixed per-step cost subtracted before the fit (the median intercept of time in batch: about 22 ms on CHRONOS, 2 ms
 on the traces) was also tried and dropped: CHRONOS LOGO 31.1 -> 38.0 %, traces LOGO 10.9 -> 13.1 %, although the
 CHRONOS largest batch improved (38.9 -> 33.7 %); the fixed cost differs between the release's hosts (see
-:mod:`traintime.chronos.batch_scaling`). :meth:`NeighbourStepTime.to_json` freezes it for
+:mod:`traintime.chronos.batch_scaling`). A TF32 term for 32-bit steps (log10 of the dense TF32 / FP32 peak ratio -
+8 on A100 and H100, 2 on A40, L4, L40S, 1 on GeForce cards - times the share of FLOPs in non-depthwise convolutions,
+also times the work per kernel, added to the ``_matrix`` sets) was tried and dropped: CHRONOS LOGO 31.1 -> 33.9 %
+and the nested choice left the matrix sets; with a fixed set, holding out A100 improved (28.5 -> 26.7 %) and the
+RTX 5090 worsened (49.3 -> 54.8 %): the release's small 32-bit CNN steps gain little from TF32 (16-bit is slower than
+32-bit there on every card), so ten GPUs cannot tell TF32 from the FP32 peak. :meth:`NeighbourStepTime.to_json` freezes it for
 ``traintime predict`` (numpy-only prediction).
 """
 
