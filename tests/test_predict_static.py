@@ -123,3 +123,39 @@ def test_step_rows_carry_the_kernel_mix_as_shares_of_the_forward_flops() -> None
                        "batch_size": [8, 8], "input_px": [32, 32], "act_bytes_per_sample_proxy": [1e5, 1e5],
                        "flops_depthwise_frac": [0.05, np.nan]})
     assert iteration_step_rows(it, gpus)["flops_share_depthwise"].tolist() == [0.05, 0.0]
+
+
+def test_tf32_rule_halves_the_16_bit_rates_for_convolutions_on_tf32_cards_only() -> None:
+    from traintime.predict_plan import tf32_step_ms
+
+    s32, s16 = np.array([100.0, 100.0, 100.0, 100.0, 100.0]), np.array([30.0, 30.0, 30.0, 30.0, 70.0])
+    share = np.array([1.0, 0.0, 0.5, 1.0, 1.0])
+    tf32 = np.array([True, True, True, False, True])
+    out = tf32_step_ms(s32, s16, share, tf32)
+    # all-conv on a TF32 card: 2 x 16-bit; no convolutions: 32-bit; half: the blend; no TF32: 32-bit;
+    # a 16-bit answer over half the 32-bit one (GeForce: TF32 = FP32 rate): the faster 32-bit kernels
+    np.testing.assert_allclose(out, [60.0, 100.0, 80.0, 100.0, 100.0])
+
+
+def test_tf32_precision_speeds_convolutional_steps_on_ampere_and_newer_only() -> None:
+    from traintime.core.gpudb import has_tf32
+    from traintime.predict_plan import PlanContext, plan
+
+    class ByPrecision:  # a fake step model: 100 ms at 32 bits, 30 ms at 16 bits, every GPU
+        label = "fake"
+
+        def predict(self, rows: pd.DataFrame) -> np.ndarray:
+            return np.where(rows["precision"].astype(str).eq("32"), 100.0, 30.0)
+
+    gpus = gpu_rows(["A100-PCIe-80GB", "RTX-4090", "V100-SXM2-16GB", "T4"])
+    assert has_tf32(gpus).tolist() == [True, True, False, False]
+    conv = plan(make_workload("resnet18", 64, "tf32", dataset="cifar10"), gpus, ByPrecision(), PlanContext())
+    assert make_workload("resnet18", 64, "tf32", dataset="cifar10").bytes_per_scalar == 4
+    ms = dict(zip(conv["gpu"], conv["step_ms"]))
+    assert ms["V100-SXM2-16GB"] == ms["T4"] == 100.0  # no TF32 tensor cores
+    assert 60.0 <= ms["A100-PCIe-80GB"] < 65.0  # ~all FLOPs in convolutions: close to 2 x 30
+    vit = plan(make_workload("vit_tiny_patch16_224", 8, "tf32", dataset="imagenet"), gpus, ByPrecision(),
+               PlanContext())
+    assert (vit["step_ms"] == 100.0).all()  # matmuls stay FP32 by default
+    with pytest.raises(TraintimeError, match="tf32"):
+        make_workload("resnet18", 64, "tf64", dataset="cifar10")

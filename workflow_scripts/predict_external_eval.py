@@ -26,7 +26,8 @@ DeepLearningExamples ResNet-50 v1.5 on ImageNet (224 px), single GPU, each GPU a
 step time = 1000 x batch / (images per second). Predicted: the `traintime predict` command below, on this
 run's saved models (`--step-model auto`, compute time). None of these rows was used in training or selection.
 Caveats: the benchmark's fp32 uses TF32 tensor cores for convolutions on Ampere and newer (PyTorch's default),
-which `--precision 32` does not model; its fp16 is mixed precision; its times include a real data pipeline
+predicted with `--precision tf32` (a physics rule written after seeing these fp32 errors with `--precision 32`:
+not an independent test of it); its fp16 is mixed precision; its times include a real data pipeline
 (predict shows compute time); most batches lie above the step models' training range (16-256). Pairs: GPU
 pairs of one precision ordered right by throughput. Interval: predict's 90 % step interval. Targets (issue 15):
 MAPE <= 25 %, >= 90 % of pairs right. See traintime.predict_external.

