@@ -169,12 +169,14 @@ ALL_TARGETS.append(f"{TABLES}/predict_external_eval.csv")
 rule predict_step_grouped:
     """Step-time models on grouped outer folds of both sources (traces: leave one GPU / model / generation out;
     CHRONOS: leave one GPU / model / dataset out; plus the external check fitted on CHRONOS only), and the efficiency
-    and neighbour step models (`--step-model efficiency | neighbour`) fitted on both sources, frozen with their
+    and neighbour step models (`--step-model efficiency | neighbour`) fitted on both sources (plus the merged local
+    rows of GPUs in the spec table, collect.train_on), frozen with their
     conformal half-widths; the CHRONOS out-of-fold predictions for the two-label table."""
     input:
         traces=f"{DATA}/traces.csv",
         iteration=f"{DATA}/iteration.csv",
         calibration=f"{RESULTS}/models/steptime/roofline_calibration.json",
+        **({"local": f"{DATA}/local_iteration.csv"} if TRAIN_LOCAL else {}),  # joins the frozen models' fit only
         # order only: predict_public_eval fills the static-feature cache (PUB["cache_dir"]) for the same trace
         # workloads, so the model walks are not done twice (or side by side) in one run
         public_eval=rules.predict_public_eval.output.csv,
@@ -201,6 +203,7 @@ rule predict_step_grouped:
         cache_dir=PUB["cache_dir"],
         coverage=PRED_INT["coverage"],
         gpu_specs=config["gpu_specs"],
+        train_on=config["collect"]["train_on"],
     priority: LONGEST_JOB_PATH
     threads: 1
     log:

@@ -233,3 +233,34 @@ def test_before_after_uses_a_released_only_fit_and_the_same_held_out_folds(mirro
     merged = table.merge(local.assign(_ref=expect.to_numpy())[key + ["_ref"]], on=key)
     np.testing.assert_allclose(merged["before_ms"], merged["_ref"], rtol=1e-6)
     assert (table["after_ms"] > table["before_ms"]).mean() > 0.5  # the other local models' slower rows move it
+
+
+def _iteration_rows(gpus: list[str], source: str) -> pd.DataFrame:
+    """Minimal iteration-table rows (release columns) on ``gpus``, one per GPU."""
+    n = len(gpus)
+    return pd.DataFrame({"source": source, "gpu": gpus, "status": "ok", "compute_time_ms": [10.0 + i for i in range(n)],
+                         "precision_bits": 32, "flops_train_per_batch": 1e9, "param_bytes": 1e6,
+                         "optimizer_state_bytes": 0.0, "model": "m", "family": "CNN", "batch_size": 8, "input_px": 32,
+                         "act_bytes_per_sample_proxy": 1e5, "dataset": "d", "row_id": [f"{source}{i}" for i in range(n)]})
+
+
+def test_local_rows_of_gpus_with_specs_join_the_frozen_step_models_fit_and_cpu_rows_are_counted_out() -> None:
+    from traintime.core.gpudb import gpu_database
+    from traintime.predict_step_grouped import local_fit_rows
+
+    specs = gpu_database()
+    released = _iteration_rows(["T4", "L4"], "chronos-release")
+    local = pd.concat([_iteration_rows(["RTX-4090", "RTX-4090", "cpu"], "local"),
+                       _iteration_rows(["RTX-4090"], "local").assign(status="oom")], ignore_index=True)
+    rows, s = local_fit_rows(released, local, specs)
+    assert len(rows) == 2 and set(rows["gpu"]) == {"RTX-4090"}
+    assert set(rows["source"]) == {"chronos"}  # measured as the release measures: its weight and interval source
+    assert rows["measured_ms"].tolist() == [10.0, 11.0] and rows["l2_mb"].notna().all()
+    assert s["local_rows"] == 2 and s["local_gpus"] == ["RTX-4090"]
+    assert s["left_out_local_rows"] == 1 and s["left_out_devices"] == ["cpu"]
+    assert "2 local rows from GPU RTX-4090" in trained_with_line("step-time model", {"training_data": s})
+    none, s0 = local_fit_rows(released, local, specs, "released_only")
+    assert none.empty and s0["local_rows"] == 0
+    cpu, s1 = local_fit_rows(released, local[local["gpu"] == "cpu"], specs)
+    assert cpu.empty and s1["local_rows"] == 0 and s1["left_out_local_rows"] == 1
+    assert local_fit_rows(released, None, specs)[0].empty

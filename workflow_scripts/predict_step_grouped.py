@@ -27,9 +27,10 @@ def main(snakemake):
     from traintime.predict_step_grouped import run_step_grouped
 
     cal = json.loads(Path(snakemake.input.calibration).read_text())
-    summary, cov, frozen, md, folds, scaling, chronos_oof = run_step_grouped(read_csv(snakemake.input.traces),
-                                                read_csv(snakemake.input.iteration, low_memory=False), cal,
-                                                p.gpu_specs, p.img_px, p.precisions, p.batch_sizes, p.coverage)
+    local = read_csv(snakemake.input.local, low_memory=False) if "local" in snakemake.input.keys() else None
+    summary, cov, frozen, md, folds, scaling, chronos_oof = run_step_grouped(
+        read_csv(snakemake.input.traces), read_csv(snakemake.input.iteration, low_memory=False), cal, p.gpu_specs,
+        p.img_px, p.precisions, p.batch_sizes, p.coverage, local=local, train_on=p.train_on)
     summary.to_csv(snakemake.output.csv, index=False)
     write_csv(chronos_oof, snakemake.output.chronos_predictions)
     cov.to_csv(snakemake.output.coverage_csv, index=False)

@@ -166,9 +166,9 @@ def run_predict(args: argparse.Namespace, out: Any = None, err: Any = None) -> i
                                                         getattr(args, "step_model", "auto"))
     trained = _TrainedWith()
     if getattr(step_model, "name", "") in FROZEN_STEP_MODELS:  # fitted on released CHRONOS + public trace rows
-        trained.add("step-time model", {"training_data": {
+        trained.add("step-time model", {"training_data": step_model.params.get("training_data") or {
             "local_rows": 0, "released_rows": step_model.params.get("rows"),
-            "note": "released CHRONOS and public trace rows; local rows are not used by this model yet"}})
+            "note": "released CHRONOS and public trace rows; a model file written before local rows joined its fit"}})
     else:
         trained.add("step-time calibration", _calibration_meta(Path(args.models_dir), args.calibration))
     step_notes.append(trained.lines[-1])

@@ -333,13 +333,34 @@ def conformal_rows(data: pd.DataFrame, pred: pd.DataFrame, coverage: float = 0.9
     return conf, pd.DataFrame(table)
 
 
+def local_fit_rows(iteration: pd.DataFrame, local: pd.DataFrame | None, specs: pd.DataFrame,
+                   train_on: str = "released_and_local") -> tuple[pd.DataFrame, dict[str, Any]]:
+    """(step rows in :func:`both_sources`' columns, ``training_data`` summary) of the merged local rows
+    (``results/data/local_iteration.csv``) on GPUs of ``specs``, per ``train_on``
+    (:func:`traintime.measure.training_rows.combine_gpu_rows`: a CPU row is left out and counted). They are labelled
+    source ``chronos`` - measured as the release measures, compute time apart from loader wait - and join only the
+    fit of the frozen models: the grouped tables stay on the released rows."""
+    from traintime.chronos.roofline_calibration import iteration_step_rows
+    from traintime.measure.training_rows import combine_gpu_rows, local_summary
+
+    table, summary = combine_gpu_rows(iteration, local, specs["gpu"], train_on)
+    mine = table[table["source"].astype(str).eq("local")] if "source" in table.columns else table.iloc[:0]
+    rows = iteration_step_rows(mine, specs) if len(mine) else pd.DataFrame(columns=["gpu"])
+    out = both_sources(pd.DataFrame(), rows) if len(rows) else pd.DataFrame()
+    used = local_summary(rows if len(rows) else pd.DataFrame(), train_on, 0)
+    summary.update({k: used[k] for k in ("local_rows", "local_gpus", "local_rows_per_gpu")})
+    return out, summary
+
+
 def run_step_grouped(traces: pd.DataFrame, iteration: pd.DataFrame, calibration: dict[str, Any] | None,
                      specs_path: str | None = None, img_px: int = 224, precisions: Any = ("fp32", "fp16"),
-                     batch_sizes: Any = (16, 64), coverage: float = 0.9
+                     batch_sizes: Any = (16, 64), coverage: float = 0.9, local: pd.DataFrame | None = None,
+                     train_on: str = "released_and_local"
                      ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, dict], str, pd.DataFrame, pd.DataFrame,
                                 pd.DataFrame]:
     """(summary, interval coverage, {"efficiency": frozen JSON, "neighbour": frozen JSON} each fitted on all rows
-    of both sources with its conformal half-width, markdown, per-fold breakdown of the LOGO protocols, their errors
+    of both sources (plus the merged ``local`` rows on GPUs with specs, per ``train_on``: :func:`local_fit_rows`)
+    with its conformal half-width, markdown, per-fold breakdown of the LOGO protocols, their errors
     by how the measured time grows with batch: :func:`errors_by_batch_scaling`, the CHRONOS out-of-fold
     predictions: :func:`chronos_predictions`)."""
     from traintime.chronos.efficiency_step import (
@@ -356,16 +377,20 @@ def run_step_grouped(traces: pd.DataFrame, iteration: pd.DataFrame, calibration:
     ch = iteration_step_rows(iteration, specs)
     summary, pred = step_grouped_eval(tr, ch, calibration)
     data = both_sources(tr, ch)
+    extra, training_data = local_fit_rows(iteration, local, specs, train_on)
+    training_data["released_rows"] = len(data)
     trained_on = (f"CHRONOS {ch.attrs.get('measured', '')} ({len(ch)} rows) + consumer-GPU traces {img_px} px "
-                  f"({len(tr)} rows)")
+                  f"({len(tr)} rows)" + (f" + {len(extra)} local rows ({', '.join(training_data['local_gpus'])})"
+                                         if len(extra) else ""))
+    fit = pd.concat([data, extra.reindex(columns=data.columns)], ignore_index=True) if len(extra) else data
     frozen: dict[str, dict] = {}
     covs = []
     for name, est in [("efficiency", NestedEfficiencyStepTime(trained_on=trained_on)),
                       ("neighbour", NestedNeighbourStepTime(trained_on=trained_on))]:
         conf, cov = conformal_rows(data, pred, coverage, name)
-        est.fit(data, data["measured_ms"], sample_weight=source_weights(data["source"]))
+        est.fit(fit, fit["measured_ms"], sample_weight=source_weights(fit["source"]))
         frozen[name] = {**est.to_json(), "conformal": conf, "wins_grouped": wins(summary, new=name),
-                        "rule_protocols": list(RULE_PROTOCOLS)}
+                        "rule_protocols": list(RULE_PROTOCOLS), "training_data": training_data}
         covs.append(cov)
     for name, per in pred.attrs.get("choices", {}).items():
         frozen[name]["outer_fold_feature_sets"] = per

@@ -181,18 +181,9 @@ def calibrate_with_local(iteration: pd.DataFrame, local: pd.DataFrame | None, sp
     """:func:`calibrate` on the released rows plus the merged local rows of GPUs in ``specs`` (a CPU row
     has no roofline: left out), per ``train_on`` (:mod:`traintime.measure.training_rows`); the JSON
     records them under ``training_data``."""
-    from traintime.measure.training_rows import combine_rows
+    from traintime.measure.training_rows import combine_gpu_rows
 
-    left_out: list[str] = []
-    if local is not None and len(local) and "gpu" in local.columns:
-        has_spec = local["gpu"].astype(str).isin(set(specs["gpu"].astype(str)))
-        left_out = sorted(set(local.loc[~has_spec, "gpu"].astype(str)))
-        n_left = int((~has_spec).sum())
-        local = local[has_spec]
-    table, summary = combine_rows(iteration, local, train_on, kind="iteration")
-    if left_out and train_on != "released_only":
-        summary["left_out_local_rows"] = n_left
-        summary["left_out_devices"] = left_out
+    table, summary = combine_gpu_rows(iteration, local, specs["gpu"], train_on)
     cal, cov = calibrate(table, specs, coverage, convergence_predictions, method)
     cal["training_data"] = summary
     return cal, cov

@@ -60,6 +60,25 @@ def combine_rows(released: pd.DataFrame, local: pd.DataFrame | None, train_on: s
     return table, summary
 
 
+def combine_gpu_rows(released: pd.DataFrame, local: pd.DataFrame | None, spec_gpus: Any,
+                     train_on: str) -> tuple[pd.DataFrame, dict[str, Any]]:
+    """:func:`combine_rows` for the step-time models: only local rows of a GPU in ``spec_gpus`` (names of the spec
+    table) count; the others (a CPU, a card without specs: no roofline, no hardware features) are left out and
+    recorded in the summary (``left_out_local_rows``, ``left_out_devices``)."""
+    left_out: list[str] = []
+    n_left = 0
+    if local is not None and len(local) and "gpu" in local.columns:
+        has_spec = local["gpu"].astype(str).isin(set(map(str, spec_gpus)))
+        left_out = sorted(set(local.loc[~has_spec, "gpu"].astype(str)))
+        n_left = int((~has_spec).sum())
+        local = local[has_spec]
+    table, summary = combine_rows(released, local, train_on, kind="iteration")
+    if left_out and train_on != "released_only":
+        summary["left_out_local_rows"] = n_left
+        summary["left_out_devices"] = left_out
+    return table, summary
+
+
 def local_summary(used: pd.DataFrame, train_on: str, released_rows: int) -> dict[str, Any]:
     """Metadata entry ``training_data``: what the model learnt from."""
     gpus = sorted(map(str, set(used["gpu"].dropna()))) if "gpu" in used.columns and len(used) else []
