@@ -138,3 +138,16 @@ def test_calibration_from_measured_rows_is_used_by_predict(tmp_path, capsys) -> 
     rec = json.loads(cap.out)[0]
     assert rec["step_ms_high"] / rec["step_ms"] == pytest.approx(np.exp(fam["step_log_halfwidth"]))
     assert "calibrated on 20 CNN rows" in cap.err
+
+
+def test_32_bit_cnn_on_tf32_cards_points_to_the_tf32_precision(tmp_path, capsys) -> None:
+    base = ["predict", "--model", "resnet18", "--input-size", "64", "--num-classes", "10", "--no-probe",
+            "--data-dir", str(tmp_path), "--models-dir", str(tmp_path)]
+    assert main([*base, "--gpus", "T4,A100-PCIe-80GB,H100-PCIe"]) == 0
+    out = capsys.readouterr().out
+    assert "(2 of these GPUs): --precision tf32 estimates that" in out
+    assert main([*base, "--gpus", "T4,V100-SXM2-16GB"]) == 0  # no TF32 tensor cores: nothing to point to
+    assert "--precision tf32" not in capsys.readouterr().out
+    assert main([*base, "--gpus", "T4,A100-PCIe-80GB", "--precision", "tf32"]) == 0
+    out = capsys.readouterr().out
+    assert "32-bit with TF32 convolutions" in out and "estimates that" not in out

@@ -197,6 +197,13 @@ def run_predict(args: argparse.Namespace, out: Any = None, err: Any = None) -> i
         q, s, note = epochs_conformal(data_dir, args.convergence_method, w.family, args.coverage)
         ctx.epochs_q, ctx.seed_q = q, s
         ctx.notes.append(note)
+    if w.precision == "32" and w.family == "CNN":
+        from traintime.core.gpudb import has_tf32
+
+        n_tf32 = int(has_tf32(gpus.reset_index(drop=True)).sum())
+        if n_tf32:
+            ctx.notes.append(f"32-bit answers are strict FP32; PyTorch runs convolutions in TF32 by default on "
+                             f"Ampere and newer cards ({n_tf32} of these GPUs): --precision tf32 estimates that")
     warnings = training_range_warnings(w, data_dir, families,
                                        with_traces=getattr(step_model, "name", "") in FROZEN_STEP_MODELS)
     df = plan(w, gpus, step_model, ctx, epochs=epochs, workers=args.workers, model_kwargs=kwargs)
