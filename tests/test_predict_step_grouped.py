@@ -212,11 +212,13 @@ def test_fold_breakdown_by_hand() -> None:
 
 
 def test_largest_batch_marks_each_networks_largest_batch_once_measured_at_several() -> None:
-    data = pd.DataFrame({"source": ["traces"] * 5 + ["chronos"] * 2, "model": ["a", "a", "a", "b", "a", "a", "a"],
-                         "img_px": [224, 224, 224, 224, 128, 224, 224], "precision": ["32"] * 7,
-                         "batch_size": [16, 64, 64, 64, 16, 32, 128]})
-    # a@224 traces: both batch-64 rows (two GPUs); b: one batch only; a@128: one batch only; chronos a: its 128
-    assert largest_batch(data).tolist() == [False, True, True, False, False, False, True]
+    data = pd.DataFrame({"source": ["traces"] * 5 + ["chronos"] * 4,
+                         "model": ["a", "a", "a", "b", "a", "a", "a", "t", "t"],
+                         "input_px": [224, 224, 224, 224, 128, 224, 224, np.nan, np.nan], "precision": ["32"] * 9,
+                         "batch_size": [16, 64, 64, 64, 16, 32, 128, 8, 32]})
+    # a@224 traces: both batch-64 rows (two GPUs); b: one batch only; a@128: one batch only; chronos a: its 128;
+    # a network that names no input size (the release's DistilBERT rows) is still one network: its 32
+    assert largest_batch(data).tolist() == [False, True, True, False, False, False, True, False, True]
 
 
 def test_default_model_rule_uses_only_its_declared_protocols() -> None:

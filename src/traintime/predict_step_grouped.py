@@ -115,10 +115,13 @@ def protocols(data: pd.DataFrame) -> list[tuple[str, str, list[tuple[str, np.nda
 
 
 def largest_batch(data: pd.DataFrame) -> np.ndarray:
-    """True per row at the largest batch measured of its network (source, model, input size, precision) when that
-    network was measured at more than one batch: the test rows of the *largest batch* protocols, which ask how the
-    time of a measured network extrapolates to a batch larger than any measured of it."""
-    key = [data["source"], data["model"].astype(str), data["img_px"], data["precision"].astype(str)]
+    """True per row at the largest batch measured of its network (source and
+    :func:`traintime.chronos.neighbour_frozen.network_key`: model, input size, precision - the network the affine
+    batch rule names) when that network was measured at more than one batch: the test rows of the *largest batch*
+    protocols, which ask how the time of a measured network extrapolates to a batch larger than any measured of it."""
+    from traintime.chronos.neighbour_frozen import network_key
+
+    key = [data["source"].astype(str), pd.Series(network_key(data), index=data.index)]
     b = data["batch_size"].astype(float)
     g = b.groupby(key)
     return ((b == g.transform("max")) & (g.transform("nunique") > 1)).to_numpy()
