@@ -138,7 +138,7 @@ def test_tf32_rule_halves_the_16_bit_rates_for_convolutions_on_tf32_cards_only()
 
 
 def test_tf32_precision_speeds_convolutional_steps_on_ampere_and_newer_only() -> None:
-    from traintime.core.gpudb import has_tf32
+    from traintime.core.gpudb import has_tf32_bf16
     from traintime.predict_plan import PlanContext, plan
 
     class ByPrecision:  # a fake step model: 100 ms at 32 bits, 30 ms at 16 bits, every GPU
@@ -148,7 +148,7 @@ def test_tf32_precision_speeds_convolutional_steps_on_ampere_and_newer_only() ->
             return np.where(rows["precision"].astype(str).eq("32"), 100.0, 30.0)
 
     gpus = gpu_rows(["A100-PCIe-80GB", "RTX-4090", "V100-SXM2-16GB", "T4"])
-    assert has_tf32(gpus).tolist() == [True, True, False, False]
+    assert has_tf32_bf16(gpus).tolist() == [True, True, False, False]
     conv = plan(make_workload("resnet18", 64, "tf32", dataset="cifar10"), gpus, ByPrecision(), PlanContext())
     assert make_workload("resnet18", 64, "tf32", dataset="cifar10").bytes_per_scalar == 4
     ms = dict(zip(conv["gpu"], conv["step_ms"]))
@@ -157,5 +157,7 @@ def test_tf32_precision_speeds_convolutional_steps_on_ampere_and_newer_only() ->
     vit = plan(make_workload("vit_tiny_patch16_224", 8, "tf32", dataset="imagenet"), gpus, ByPrecision(),
                PlanContext())
     assert (vit["step_ms"] == 100.0).all()  # matmuls stay FP32 by default
+    bf16 = plan(make_workload("resnet18", 64, "bf16", dataset="cifar10"), gpus, ByPrecision(), PlanContext())
+    assert bf16["step_ms"].tolist() == [30.0, 30.0, 100.0, 100.0]  # no BF16 tensor cores before Ampere: FP32 rate
     with pytest.raises(TraintimeError, match="tf32"):
         make_workload("resnet18", 64, "tf64", dataset="cifar10")

@@ -146,21 +146,29 @@ def tf32_step_ms(step32: np.ndarray, step16: np.ndarray, conv_share: np.ndarray,
 def _step_ms(w: Workload, gpus: pd.DataFrame, step_model: Any,
              model_kwargs: dict[str, Any] | None) -> tuple[pd.DataFrame, np.ndarray]:
     """(step rows, step ms) of ``w`` on ``gpus``; a ``tf32`` run from its 32- and 16-bit answers
-    (:func:`tf32_step_ms`)."""
-    if w.precision != "tf32":
-        rows = step_rows(w, gpus, model_kwargs)
-        return rows, np.asarray(step_model.predict(rows), dtype=float)
+    (:func:`tf32_step_ms`); a ``bf16`` run on a card without BF16 tensor cores (before Ampere) takes its 32-bit
+    answer (autocast in bfloat16 computes at about the FP32 rate there)."""
     from dataclasses import replace
 
+    from traintime.core.gpudb import has_tf32_bf16
+
+    if w.precision not in ("tf32", "bf16"):
+        rows = step_rows(w, gpus, model_kwargs)
+        return rows, np.asarray(step_model.predict(rows), dtype=float)
+    if w.precision == "bf16":
+        rows = step_rows(w, gpus, model_kwargs)
+        rows32 = step_rows(replace(w, precision="32"), gpus, model_kwargs)
+        step = np.where(has_tf32_bf16(gpus.reset_index(drop=True)), step_model.predict(rows),
+                        step_model.predict(rows32))
+        return rows, np.asarray(step, dtype=float)
     from traintime.chronos.neighbour_frozen import KERNEL_KINDS, KERNEL_SHARE_COLUMNS
-    from traintime.core.gpudb import has_tf32
 
     rows = step_rows(replace(w, precision="32"), gpus, model_kwargs)
     rows16 = step_rows(replace(w, precision="16"), gpus, model_kwargs)
     share = sum(pd.to_numeric(rows[c], errors="coerce").fillna(0.0).to_numpy(dtype=float)
                 for k, c in zip(KERNEL_KINDS, KERNEL_SHARE_COLUMNS) if k != "depthwise" and c in rows.columns)
     step = tf32_step_ms(step_model.predict(rows), step_model.predict(rows16), np.asarray(share) + np.zeros(len(rows)),
-                        has_tf32(gpus.reset_index(drop=True)))
+                        has_tf32_bf16(gpus.reset_index(drop=True)))
     return rows, step
 
 

@@ -198,12 +198,19 @@ def run_predict(args: argparse.Namespace, out: Any = None, err: Any = None) -> i
         ctx.epochs_q, ctx.seed_q = q, s
         ctx.notes.append(note)
     if w.precision == "32" and w.family == "CNN":
-        from traintime.core.gpudb import has_tf32
+        from traintime.core.gpudb import has_tf32_bf16
 
-        n_tf32 = int(has_tf32(gpus.reset_index(drop=True)).sum())
+        n_tf32 = int(has_tf32_bf16(gpus.reset_index(drop=True)).sum())
         if n_tf32:
             ctx.notes.append(f"32-bit answers are strict FP32; PyTorch runs convolutions in TF32 by default on "
                              f"Ampere and newer cards ({n_tf32} of these GPUs): --precision tf32 estimates that")
+    if w.precision == "bf16":
+        from traintime.core.gpudb import has_tf32_bf16
+
+        n_old = int((~has_tf32_bf16(gpus.reset_index(drop=True))).sum())
+        if n_old:
+            ctx.notes.append(f"bf16 on cards without BF16 tensor cores (before Ampere: {n_old} of these GPUs) runs at "
+                             "about the FP32 rate: their 32-bit step time is shown")
     warnings = training_range_warnings(w, data_dir, families,
                                        with_traces=getattr(step_model, "name", "") in FROZEN_STEP_MODELS)
     df = plan(w, gpus, step_model, ctx, epochs=epochs, workers=args.workers, model_kwargs=kwargs)

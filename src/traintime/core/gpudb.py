@@ -177,13 +177,14 @@ def matrix_fp16_gflops(rows: pd.DataFrame) -> np.ndarray:
     return np.where(np.isfinite(per * sms * clock), per * sms * clock / 1e3, vector)
 
 
-#: first compute capability with TF32 tensor cores (Ampere); their dense TF32 rate is half the 16-bit one
+#: first compute capability with TF32 and BF16 tensor cores (Ampere); the dense TF32 rate is half the 16-bit one
 TF32_MIN_COMPUTE_CAPABILITY = 8.0
 
 
-def has_tf32(rows: pd.DataFrame) -> np.ndarray:
-    """True per spec row of an NVIDIA card with TF32 tensor cores (compute capability >=
-    :data:`TF32_MIN_COMPUTE_CAPABILITY`; unknown capability: False)."""
+def has_tf32_bf16(rows: pd.DataFrame) -> np.ndarray:
+    """True per spec row of an NVIDIA card with TF32 and BF16 tensor cores (compute capability >=
+    :data:`TF32_MIN_COMPUTE_CAPABILITY`; unknown capability: False). Older cards (V100, T4) run neither on tensor
+    cores: ``torch.autocast`` in bfloat16 computes at about their FP32 rate."""
     cc = pd.to_numeric(rows.get("compute_capability", pd.Series(np.nan, index=rows.index)), errors="coerce")
     nvidia = rows.get("manufacturer", pd.Series("NVIDIA", index=rows.index)).fillna("NVIDIA").astype(str).str.upper()
     return (cc.to_numpy(dtype=float) >= TF32_MIN_COMPUTE_CAPABILITY - 1e-9) & (nvidia == "NVIDIA").to_numpy()
