@@ -348,9 +348,9 @@ def local_fit_rows(iteration: pd.DataFrame, local: pd.DataFrame | None, specs: p
 
     table, summary = combine_gpu_rows(iteration, local, specs["gpu"], train_on)
     mine = table[table["source"].astype(str).eq("local")] if "source" in table.columns else table.iloc[:0]
-    rows = iteration_step_rows(mine, specs) if len(mine) else pd.DataFrame(columns=["gpu"])
+    rows = iteration_step_rows(mine, specs) if len(mine) else pd.DataFrame()
     out = both_sources(pd.DataFrame(), rows) if len(rows) else pd.DataFrame()
-    used = local_summary(rows if len(rows) else pd.DataFrame(), train_on, 0)
+    used = local_summary(rows, train_on, 0)  # the rows the fit gets (with a measured time and specs)
     summary.update({k: used[k] for k in ("local_rows", "local_gpus", "local_rows_per_gpu")})
     return out, summary
 
