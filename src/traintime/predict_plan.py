@@ -158,18 +158,34 @@ def _step_ms(w: Workload, gpus: pd.DataFrame, step_model: Any,
     if w.precision == "bf16":
         rows = step_rows(w, gpus, model_kwargs)
         rows32 = step_rows(replace(w, precision="32"), gpus, model_kwargs)
-        step = np.where(has_tf32_bf16(gpus.reset_index(drop=True)), step_model.predict(rows),
-                        step_model.predict(rows32))
+        step = np.where(has_tf32_bf16(gpus), step_model.predict(rows), step_model.predict(rows32))
         return rows, np.asarray(step, dtype=float)
     from traintime.chronos.neighbour_frozen import KERNEL_KINDS, KERNEL_SHARE_COLUMNS
 
     rows = step_rows(replace(w, precision="32"), gpus, model_kwargs)
     rows16 = step_rows(replace(w, precision="16"), gpus, model_kwargs)
-    share = sum(pd.to_numeric(rows[c], errors="coerce").fillna(0.0).to_numpy(dtype=float)
-                for k, c in zip(KERNEL_KINDS, KERNEL_SHARE_COLUMNS) if k != "depthwise" and c in rows.columns)
-    step = tf32_step_ms(step_model.predict(rows), step_model.predict(rows16), np.asarray(share) + np.zeros(len(rows)),
-                        has_tf32_bf16(gpus.reset_index(drop=True)))
+    share = sum((pd.to_numeric(rows[c], errors="coerce").fillna(0.0).to_numpy(dtype=float)
+                 for k, c in zip(KERNEL_KINDS, KERNEL_SHARE_COLUMNS) if k != "depthwise" and c in rows.columns),
+                np.zeros(len(rows)))
+    step = tf32_step_ms(step_model.predict(rows), step_model.predict(rows16), share, has_tf32_bf16(gpus))
     return rows, step
+
+
+def precision_notes(w: Workload, gpus: pd.DataFrame) -> list[str]:
+    """Notes for ``predict``'s output where the asked precision runs differently from what its answer assumes on
+    some of ``gpus`` (the cards :func:`_step_ms` treats apart: :func:`traintime.core.gpudb.has_tf32_bf16`)."""
+    if w.precision not in ("32", "bf16"):
+        return []
+    from traintime.core.gpudb import has_tf32_bf16
+
+    ampere = has_tf32_bf16(gpus)
+    if w.precision == "32" and w.family == "CNN" and ampere.any():
+        return [(f"32-bit answers are strict FP32; PyTorch runs convolutions in TF32 by default on Ampere and newer "
+                 f"cards ({int(ampere.sum())} of these GPUs): --precision tf32 estimates that")]
+    if w.precision == "bf16" and not ampere.all():
+        return [(f"bf16 on cards without BF16 tensor cores (before Ampere: {int((~ampere).sum())} of these GPUs) runs "
+                 "at about the FP32 rate: their 32-bit step time is shown")]
+    return []
 
 
 def plan(w: Workload, gpus: pd.DataFrame, step_model: Any, ctx: PlanContext, epochs: float | None = None,

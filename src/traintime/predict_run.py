@@ -125,7 +125,12 @@ def run_predict(args: argparse.Namespace, out: Any = None, err: Any = None) -> i
     from traintime import predict_checks as chk
     from traintime.core.gpudb import gpu_database
     from traintime.predict_output import sort_plan, text_table, to_json
-    from traintime.predict_plan import PlanContext, epochs_conformal, plan
+    from traintime.predict_plan import (
+        PlanContext,
+        epochs_conformal,
+        plan,
+        precision_notes,
+    )
     from traintime.predict_static import make_workload, training_range_warnings
 
     out = out or sys.stdout
@@ -197,20 +202,7 @@ def run_predict(args: argparse.Namespace, out: Any = None, err: Any = None) -> i
         q, s, note = epochs_conformal(data_dir, args.convergence_method, w.family, args.coverage)
         ctx.epochs_q, ctx.seed_q = q, s
         ctx.notes.append(note)
-    if w.precision == "32" and w.family == "CNN":
-        from traintime.core.gpudb import has_tf32_bf16
-
-        n_tf32 = int(has_tf32_bf16(gpus.reset_index(drop=True)).sum())
-        if n_tf32:
-            ctx.notes.append(f"32-bit answers are strict FP32; PyTorch runs convolutions in TF32 by default on "
-                             f"Ampere and newer cards ({n_tf32} of these GPUs): --precision tf32 estimates that")
-    if w.precision == "bf16":
-        from traintime.core.gpudb import has_tf32_bf16
-
-        n_old = int((~has_tf32_bf16(gpus.reset_index(drop=True))).sum())
-        if n_old:
-            ctx.notes.append(f"bf16 on cards without BF16 tensor cores (before Ampere: {n_old} of these GPUs) runs at "
-                             "about the FP32 rate: their 32-bit step time is shown")
+    ctx.notes.extend(precision_notes(w, gpus))
     warnings = training_range_warnings(w, data_dir, families,
                                        with_traces=getattr(step_model, "name", "") in FROZEN_STEP_MODELS)
     df = plan(w, gpus, step_model, ctx, epochs=epochs, workers=args.workers, model_kwargs=kwargs)

