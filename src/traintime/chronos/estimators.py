@@ -194,6 +194,13 @@ def needs_rows(estimator: Any) -> bool:
     return bool(getattr(estimator, "needs_rows", False))
 
 
+def _matrix(X: pd.DataFrame) -> np.ndarray:
+    """The feature frame as a float array for the regressor. The builder fixes the column order
+    (``feature_names_``); a bare array spares XGBoost its per-round feature-name checks (about a tenth
+    of a grouped evaluation's time) and gives the same trees."""
+    return X.to_numpy(dtype=float)
+
+
 class IterationTimeModel(RegressorMixin, BaseEstimator):
     """Feature builder + regressor for one family: ``fit(rows)`` / ``predict(rows) -> step_time_ms``.
 
@@ -239,7 +246,7 @@ class IterationTimeModel(RegressorMixin, BaseEstimator):
                     log.warning("feature set %s: %d of %d rows have no ideal compute time (no GPU specs) and are "
                                 "left out of the fit", self.features.name, int((~keep).sum()), len(keep))
                 X, yt = X[keep], yt[keep] - off[keep]
-            self.estimator.fit(X, yt)
+            self.estimator.fit(_matrix(X), yt)
         self.n_train_rows_ = int(len(rows))
         return self
 
@@ -252,7 +259,7 @@ class IterationTimeModel(RegressorMixin, BaseEstimator):
             if specs is not None and not isinstance(self.features, CleanFeatures):
                 raise TraintimeError("a GPU spec table override needs the clean feature set")
             X = self.features.transform(rows, specs) if specs is not None else self.features.transform(rows)
-            p = np.asarray(self.estimator.predict(X), dtype=float)
+            p = np.asarray(self.estimator.predict(_matrix(X)), dtype=float)
             off = self.features.log_offset(X)
             if off is not None:
                 p = p + off
