@@ -299,5 +299,8 @@ def host_predictions(host_rows: pd.DataFrame, targets: pd.DataFrame, main_backen
     spec["method"] = [method_name(b, main_backend) for b in spec["backend"]]
     orc = oracle(pts[pts["backend"] == main_backend], tgt)
     orc_pred = orc.rename(columns={"host_ms": "pred_ms", "target_ms": "latency_ms"}).assign(method="emulation_oracle")
-    pred = pd.concat([spec, orc_pred], ignore_index=True) if not orc.empty else spec
+    # Empty frames are left out of the concat (pandas would stop ignoring their all-NA columns' dtypes).
+    frames = [f for f in (spec, orc_pred) if not f.empty]
+    cols = spec.columns.union(orc_pred.columns, sort=False)
+    pred = spec if orc.empty else pd.concat(frames, ignore_index=True).reindex(columns=cols)
     return pred, orc
