@@ -39,6 +39,8 @@ def test_combine_keeps_provenance_and_counts_local_rows() -> None:
     assert list(table["raw_row"]) == [1, 2, 3, 4]
     assert s == {"train_on": "released_and_local", "released_rows": 2, "local_rows": 2,
                  "local_gpus": ["RTX-4090", "cpu"], "local_rows_per_gpu": {"RTX-4090": 1, "cpu": 1}}
+    alone, _ = combine_rows(_released().iloc[:0], _local(), "released_and_local")  # an empty release: rows from 1
+    assert list(alone["raw_row"]) == [1, 2] and list(alone["source"]) == ["local", "local"]
     only, s0 = combine_rows(_released(), _local(), "released_only")
     assert len(only) == 2 and s0["local_rows"] == 0
     with pytest.raises(ConfigError, match="collect.train_on"):

@@ -346,8 +346,7 @@ def local_fit_rows(iteration: pd.DataFrame, local: pd.DataFrame | None, specs: p
     from traintime.chronos.roofline_calibration import iteration_step_rows
     from traintime.measure.training_rows import combine_gpu_rows, local_summary
 
-    table, summary = combine_gpu_rows(iteration, local, specs["gpu"], train_on)
-    mine = table[table["source"].astype(str).eq("local")] if "source" in table.columns else table.iloc[:0]
+    mine, summary = combine_gpu_rows(iteration.iloc[:0], local, specs["gpu"], train_on)  # local rows only
     rows = iteration_step_rows(mine, specs) if len(mine) else pd.DataFrame()
     out = both_sources(pd.DataFrame(), rows) if len(rows) else pd.DataFrame()
     used = local_summary(rows, train_on, 0)  # the rows the fit gets (with a measured time and specs)

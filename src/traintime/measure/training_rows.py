@@ -54,7 +54,8 @@ def combine_rows(released: pd.DataFrame, local: pd.DataFrame | None, train_on: s
     used = used.reindex(columns=cols).copy()
     used["source"] = used["source"].fillna("local")
     if "raw_row" in cols:  # local rows follow the released ones in the training order
-        start = int(pd.to_numeric(released["raw_row"], errors="coerce").max() or 0)
+        top = pd.to_numeric(released["raw_row"], errors="coerce").max()  # NaN for an empty release
+        start = 0 if pd.isna(top) else int(top)
         used["raw_row"] = range(start + 1, start + 1 + len(used))
     table = pd.concat([released, used.dropna(axis=1, how="all")], ignore_index=True).reindex(columns=cols)
     return table, summary
