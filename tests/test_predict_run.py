@@ -151,5 +151,6 @@ def test_32_bit_cnn_on_tf32_cards_points_to_the_tf32_precision(tmp_path, capsys)
     assert main([*base, "--gpus", "T4,A100-PCIe-80GB", "--precision", "tf32"]) == 0
     out = capsys.readouterr().out
     assert "32-bit with TF32 convolutions" in out and "estimates that" not in out
+    assert "their interval is the 32-bit model's" in out  # the rule's error is not in the interval: said so
     assert main([*base, "--gpus", "T4,A100-PCIe-80GB", "--precision", "bf16"]) == 0
     assert "bf16 on cards without BF16 tensor cores (before Ampere: 1 of these GPUs)" in capsys.readouterr().out

@@ -174,11 +174,15 @@ def _step_ms(w: Workload, gpus: pd.DataFrame, step_model: Any,
 def precision_notes(w: Workload, gpus: pd.DataFrame) -> list[str]:
     """Notes for ``predict``'s output where the asked precision runs differently from what its answer assumes on
     some of ``gpus`` (the cards :func:`_step_ms` treats apart: :func:`traintime.core.gpudb.has_tf32_bf16`)."""
-    if w.precision not in ("32", "bf16"):
+    if w.precision not in ("32", "bf16", "tf32"):
         return []
     from traintime.core.gpudb import has_tf32_bf16
 
     ampere = has_tf32_bf16(gpus)
+    if w.precision == "tf32":
+        return [("tf32 step times come from a rule on the 32- and 16-bit answers (predict_plan.tf32_step_ms, nothing "
+                 "fitted); their interval is the 32-bit model's, which never saw the rule's error (coverage on public "
+                 "measurements: results/tables/predict_external_eval.md)")] if ampere.any() else []
     if w.precision == "32" and w.family == "CNN" and ampere.any():
         return [(f"32-bit answers are strict FP32; PyTorch runs convolutions in TF32 by default on Ampere and newer "
                  f"cards ({int(ampere.sum())} of these GPUs): --precision tf32 estimates that")]
