@@ -48,13 +48,13 @@ def _rulegraph(work: Path, *args: str) -> set[tuple[str, str]]:
     return {(names[a], names[b]) for a, b in re.findall(r"^\s*(\d+) -> (\d+)", dot, re.M)}
 
 
-@pytest.fixture()
-def built_copy(tmp_path: Path) -> Path:
+@pytest.fixture(scope="module")
+def built_template(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of the repository (tracked + untracked files, no results) whose every output exists
-    and is up to date."""
+    and is up to date; built once per module (about 45 s) in ``<tmp>/repo`` and kept in ``<tmp>/pristine``."""
     files = subprocess.run(["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True,
                            text=True, check=True).stdout.split("\n")
-    work = tmp_path / "repo"
+    work = tmp_path_factory.mktemp("built") / "repo"
     for f in files:
         if f and not f.startswith("results/") and (REPO / f).is_file():
             (work / f).parent.mkdir(parents=True, exist_ok=True)
@@ -74,7 +74,18 @@ def built_copy(tmp_path: Path) -> Path:
             path.touch()
     _run(work, "--touch", "--cores", "1", "--quiet", "all")
     assert _jobs(work) == set(), "a freshly touched copy should have nothing to do"
+    shutil.copytree(work, work.with_name("pristine"), symlinks=True)
     return work
+
+
+@pytest.fixture()
+def built_copy(built_template: Path) -> Path:
+    """The built copy, restored from ``pristine`` for each test (which may change it) at the path it was built in:
+    Snakemake's metadata (.snakemake/) records the input files by absolute path and copies keep the file times, so
+    the restored copy has nothing to do either (every test below asserts the exact jobs a change adds)."""
+    shutil.rmtree(built_template)
+    shutil.copytree(built_template.with_name("pristine"), built_template, symlinks=True)
+    return built_template
 
 
 def _downstream(edges: set[tuple[str, str]], start: set[str]) -> set[str]:
