@@ -16,6 +16,16 @@ if "TRAINTIME_CACHE" not in os.environ:
 
     os.environ["TRAINTIME_CACHE"] = tempfile.mkdtemp(prefix="traintime-test-cache-")
 
+# Snakemake loads its SLURM executor plugin at start-up, and the plugin then runs `scontrol show config` (to word
+# a help text). Where SLURM's tools are installed but no controller answers - a CI machine before or after the
+# SLURM tests - that call waits about 9 s, on every `snakemake` a test starts. An empty SLURM configuration makes
+# it fail at once; tests/test_slurm.py gives its cluster tests the real configuration back.
+if "SLURM_CONF" not in os.environ:
+    import tempfile
+
+    os.environ["SLURM_CONF"] = os.path.join(tempfile.mkdtemp(prefix="traintime-test-slurm-"), "slurm.conf")
+    Path(os.environ["SLURM_CONF"]).write_text("")
+
 
 def mirror_dir() -> Path | None:
     env = os.environ.get("TRAINTIME_DATA_MIRROR")

@@ -114,6 +114,17 @@ def test_profile_names_only_rules_of_the_workflow():
 
 
 # ------------------------------------------------------------------------------ the cluster
+@pytest.fixture(autouse=True, scope="module")
+def _real_slurm_config():
+    """SLURM's own configuration for this module: tests/conftest.py points SLURM_CONF at an empty file for the
+    rest of the session (no controller wait on each `snakemake` start); an empty file named there is dropped."""
+    with pytest.MonkeyPatch.context() as mp:
+        conf = os.environ.get("SLURM_CONF")
+        if conf and os.path.isfile(conf) and os.path.getsize(conf) == 0:
+            mp.delenv("SLURM_CONF")
+        yield
+
+
 def _unavailable(reason: str) -> None:
     if os.environ.get("TRAINTIME_REQUIRE_SLURM") == "1":
         pytest.fail(f"{reason} (TRAINTIME_REQUIRE_SLURM=1 requires the SLURM tests to run)")
