@@ -91,7 +91,10 @@ def test_dag_cost_lists_every_rule_that_ran(uninterrupted):
     # readme_blocks reads dag_cost.csv, so it runs after it (and `all` runs nothing)
     ran = _rules_that_ran((uninterrupted / "snakemake.log").read_text()) - {"all", "readme_blocks"}
     assert ran and set(cost["rule"]) == ran
-    assert (cost["wall_s_total"] > 0).all() and (cost["max_rss_mb"] > 0).all()
+    assert (cost["wall_s_total"] > 0).all()
+    # memory is sampled from 0.5 s into a job (snakemake.benchmark): only sub-second rules may have none (NaN)
+    assert (cost["max_rss_mb"] > 0).where(cost["wall_s_max"] >= 2.0, True).all()
+    assert cost.loc[cost["max_rss_mb"].isna(), "wall_s_max"].lt(2.0).all() and not (cost["max_rss_mb"] <= 0).any()
 
 
 @pytest.mark.slow

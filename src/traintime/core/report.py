@@ -60,7 +60,9 @@ def benchmark_records(bench_dir: str | os.PathLike[str]) -> pd.DataFrame:
     """One row per Snakemake ``benchmark:`` file under ``bench_dir``: ``rule`` (the extended
     record's ``rule_name``, else the file's path below ``bench_dir``), ``job`` (the path), ``wall_s``,
     ``max_rss_mb``, ``cpu_s`` and ``finished_at`` / ``started_at`` (POSIX seconds: the file is
-    written when the job ends, so start = modification time - wall time). Empty when none."""
+    written when the job ends, so start = modification time - wall time). Empty when none. Snakemake samples a
+    job's memory every 0.5 s (``snakemake.benchmark``): a sub-second job has no sample (recorded as 0) or one taken
+    before its interpreter loaded (tens of kB); a record under 1 MB becomes NaN here (not measured, not zero)."""
     rows = []
     root = Path(bench_dir)
     for path in sorted(root.rglob("*.tsv")):
@@ -73,11 +75,11 @@ def benchmark_records(bench_dir: str | os.PathLike[str]) -> pd.DataFrame:
         finished = path.stat().st_mtime
         rss = pd.to_numeric(rec.get("max_rss"), errors="coerce")
         rows.append({"rule": rule, "job": job, "wall_s": float(rec["s"]),
-                     "max_rss_mb": float(rss) if pd.notna(rss) else float("nan"),
+                     "max_rss_mb": float(rss) if pd.notna(rss) and rss >= 1.0 else float("nan"),
                      "cpu_s": float(pd.to_numeric(rec.get("cpu_time"), errors="coerce")),
                      "started_at": finished - float(rec["s"]), "finished_at": finished})
     cols = ["rule", "job", "wall_s", "max_rss_mb", "cpu_s", "started_at", "finished_at"]
-    return pd.DataFrame(rows, columns=cols)
+    return pd.DataFrame(rows, columns=cols).astype({c: float for c in cols[2:]})  # numeric when empty too
 
 
 def dag_cost_table(records: pd.DataFrame) -> pd.DataFrame:
