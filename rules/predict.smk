@@ -204,6 +204,7 @@ rule predict_step_grouped:
         coverage=PRED_INT["coverage"],
         gpu_specs=config["gpu_specs"],
         train_on=config["collect"]["train_on"],
+        max_outer_folds=PUB["test_only"]["max_outer_folds"],
     priority: LONGEST_JOB_PATH
     threads: 1
     log:

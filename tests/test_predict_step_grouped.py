@@ -233,3 +233,15 @@ def test_default_model_rule_uses_only_its_declared_protocols() -> None:
     assert wins(summary("traces external (fit on CHRONOS only)"), new="new")
     assert not wins(summary("chronos LOGO"), new="new")
     assert not wins(summary("traces LOMO"), new="new")
+
+
+def test_max_folds_keeps_the_first_folds_of_each_protocol_only() -> None:
+    """The tests-only knob (predict_public_eval.test_only.max_outer_folds): the first folds in sorted group order."""
+    rng = np.random.default_rng(0)
+    data = both_sources(_rows(["RTX 3080", "RTX 3090", "RTX 4080", "RTX 4090"], ["m1", "m2", "m3"], rng),
+                        _rows(["T4", "V100", "A100"], ["m1", "c2"], rng))
+    full = {p: [g for g, _, _ in fs] for p, _, fs in protocols(data)}
+    cut = {p: [g for g, _, _ in fs] for p, _, fs in protocols(data, 2)}
+    assert full["traces LOGO"] == ["RTX 3080", "RTX 3090", "RTX 4080", "RTX 4090"]
+    assert cut["traces LOGO"] == ["RTX 3080", "RTX 3090"] and cut["chronos LOGO"] == ["A100", "T4"]
+    assert all(cut[p] == full[p][:2] for p in full)

@@ -95,8 +95,11 @@ def both_sources(trace_rows: pd.DataFrame, chronos_rows: pd.DataFrame) -> pd.Dat
     return d
 
 
-def protocols(data: pd.DataFrame) -> list[tuple[str, str, list[tuple[str, np.ndarray, np.ndarray]]]]:
-    """(protocol, scored source, folds [(held-out group, train mask, test mask)]) of the module doc."""
+def protocols(data: pd.DataFrame, max_folds: int | None = None
+              ) -> list[tuple[str, str, list[tuple[str, np.ndarray, np.ndarray]]]]:
+    """(protocol, scored source, folds [(held-out group, train mask, test mask)]) of the module doc. ``max_folds``
+    (tests only: config ``predict_public_eval.test_only.max_outer_folds``) keeps the first folds of each protocol
+    (groups in sorted order): fewer rows scored, so the tables are no longer the protocols' results."""
     tr = (data["source"] == "traces").to_numpy()
     ch = ~tr
     gpu, model, gen = data["gpu"].astype(str).to_numpy(), data["model"].astype(str).to_numpy(), data["generation"].to_numpy()
@@ -106,7 +109,7 @@ def protocols(data: pd.DataFrame) -> list[tuple[str, str, list[tuple[str, np.nda
     for name, col, src in [("traces LOGO", gpu, tr), ("traces LOMO", model, tr), ("traces LOGenO", gen, tr),
                            ("chronos LOGO", gpu, ch), ("chronos LOMO", model, ch), ("chronos LODO", dataset, ch)]:
         folds = [(str(g), col != g, src & (col == g)) for g in sorted(np.unique(col[src])) if g != "nan"]
-        out.append((name, "traces" if src is tr else "chronos", folds))
+        out.append((name, "traces" if src is tr else "chronos", folds[:max_folds] if max_folds else folds))
     out.append(("traces external (fit on CHRONOS only)", "traces", [("all traces", ch, tr)]))
     largest = largest_batch(data)
     for name, src in [("traces largest batch", tr), ("chronos largest batch", ch)]:
@@ -140,10 +143,12 @@ def _calibrated(calibration: dict[str, Any] | None, rows: pd.DataFrame) -> np.nd
 
 def grouped_predictions(data: pd.DataFrame, calibration: dict[str, Any] | None,
                         factory: Callable[[], Any] | None = None,
-                        neighbour_factory: Callable[[], Any] | None = None) -> pd.DataFrame:
+                        neighbour_factory: Callable[[], Any] | None = None, max_folds: int | None = None
+                        ) -> pd.DataFrame:
     """Out-of-fold predictions of every method and protocol (module doc); ``factory`` builds the efficiency
     model (default ``NestedEfficiencyStepTime()``), ``neighbour_factory`` the neighbour model (default
-    ``NestedNeighbourStepTime()``; tests pass spies). Columns: protocol, fold, method, row, pred_ms."""
+    ``NestedNeighbourStepTime()``; tests pass spies); ``max_folds``: :func:`protocols` (tests only).
+    Columns: protocol, fold, method, row, pred_ms."""
     from traintime.chronos.efficiency_step import (
         NestedEfficiencyStepTime,
         source_weights,
@@ -166,7 +171,7 @@ def grouped_predictions(data: pd.DataFrame, calibration: dict[str, Any] | None,
                 refitted[proto][data.index.get_indexer(idx)] = logo_step_predictions(r, by=by)
     calibrated = _calibrated(calibration, data)
     out, choices = [], {}  # choices: method -> protocol -> {feature set chosen by the inner CV: outer folds}
-    for proto, _, folds in protocols(data):
+    for proto, _, folds in protocols(data, max_folds):
         external = proto.startswith("traces external")
         for group, train, test in folds:
             idx = np.flatnonzero(test)
@@ -266,10 +271,11 @@ def chronos_predictions(data: pd.DataFrame, pred: pd.DataFrame) -> pd.DataFrame:
 
 def step_grouped_eval(trace_rows: pd.DataFrame, chronos_rows: pd.DataFrame, calibration: dict[str, Any] | None,
                       factory: Callable[[], Any] | None = None,
-                      neighbour_factory: Callable[[], Any] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(summary, out-of-fold predictions) of the module doc."""
+                      neighbour_factory: Callable[[], Any] | None = None, max_folds: int | None = None
+                      ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(summary, out-of-fold predictions) of the module doc (``max_folds``: :func:`protocols`, tests only)."""
     data = both_sources(trace_rows, chronos_rows)
-    pred = grouped_predictions(data, calibration, factory, neighbour_factory)
+    pred = grouped_predictions(data, calibration, factory, neighbour_factory, max_folds)
     return summarise_grouped(data, pred), pred
 
 
@@ -357,14 +363,14 @@ def local_fit_rows(iteration: pd.DataFrame, local: pd.DataFrame | None, specs: p
 def run_step_grouped(traces: pd.DataFrame, iteration: pd.DataFrame, calibration: dict[str, Any] | None,
                      specs_path: str | None = None, img_px: int = 224, precisions: Any = ("fp32", "fp16"),
                      batch_sizes: Any = (16, 64), coverage: float = 0.9, local: pd.DataFrame | None = None,
-                     train_on: str = "released_and_local"
+                     train_on: str = "released_and_local", max_folds: int | None = None
                      ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, dict], str, pd.DataFrame, pd.DataFrame,
                                 pd.DataFrame]:
     """(summary, interval coverage, {"efficiency": frozen JSON, "neighbour": frozen JSON} each fitted on all rows
     of both sources (plus the merged ``local`` rows on GPUs with specs, per ``train_on``: :func:`local_fit_rows`)
     with its conformal half-width, markdown, per-fold breakdown of the LOGO protocols, their errors
     by how the measured time grows with batch: :func:`errors_by_batch_scaling`, the CHRONOS out-of-fold
-    predictions: :func:`chronos_predictions`)."""
+    predictions: :func:`chronos_predictions`). ``max_folds`` (tests only): :func:`protocols`, said in the markdown."""
     from traintime.chronos.efficiency_step import (
         NestedEfficiencyStepTime,
         source_weights,
@@ -377,7 +383,7 @@ def run_step_grouped(traces: pd.DataFrame, iteration: pd.DataFrame, calibration:
     specs = gpu_database(specs_path)
     tr = trace_step_rows(trace_subset(traces, img_px, precisions, batch_sizes), specs)
     ch = iteration_step_rows(iteration, specs)
-    summary, pred = step_grouped_eval(tr, ch, calibration)
+    summary, pred = step_grouped_eval(tr, ch, calibration, max_folds=max_folds)
     data = both_sources(tr, ch)
     extra, training_data = local_fit_rows(iteration, local, specs, train_on)
     training_data["released_rows"] = len(data)
@@ -397,7 +403,12 @@ def run_step_grouped(traces: pd.DataFrame, iteration: pd.DataFrame, calibration:
     for name, per in pred.attrs.get("choices", {}).items():
         frozen[name]["outer_fold_feature_sets"] = per
     cov = pd.concat(covs, ignore_index=True)
-    return (summary, cov, frozen, markdown_grouped(summary, cov, tr.attrs.get("skipped", []), frozen),
+    md = markdown_grouped(summary, cov, tr.attrs.get("skipped", []), frozen)
+    if max_folds:
+        title, _, rest = md.partition("\n")
+        md = (f"{title}\n\n**TEST CONFIGURATION (predict_public_eval.test_only.max_outer_folds = {max_folds}): only the "
+              f"first {max_folds} outer folds of each protocol are scored - these are not the protocols' results.**\n{rest}")
+    return (summary, cov, frozen, md,
             summarise_folds(data, pred), errors_by_batch_scaling(data, pred), chronos_predictions(data, pred))
 
 

@@ -145,6 +145,7 @@ def workload_features(rows: pd.DataFrame) -> pd.DataFrame:
     }, index=rows.index)
 
 
+@memoized_on_frame
 def network_key(rows: pd.DataFrame) -> np.ndarray:
     """``model|input px|precision`` per row: the network of a workload, whatever its batch (as the *largest batch*
     protocols of :mod:`traintime.predict_step_grouped` name it)."""
