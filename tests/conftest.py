@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -12,8 +13,6 @@ REPO = Path(__file__).resolve().parents[1]
 # The static-feature cache of `traintime predict` (traintime.predict_cache) goes to a folder of this test
 # session, never the user's ~/.cache/traintime (tests must neither read nor leave entries there).
 if "TRAINTIME_CACHE" not in os.environ:
-    import tempfile
-
     os.environ["TRAINTIME_CACHE"] = tempfile.mkdtemp(prefix="traintime-test-cache-")
 
 # Snakemake loads its SLURM executor plugin at start-up, and the plugin then runs `scontrol show config` (to word
@@ -21,8 +20,6 @@ if "TRAINTIME_CACHE" not in os.environ:
 # SLURM tests - that call waits about 9 s, on every `snakemake` a test starts. An empty SLURM configuration makes
 # it fail at once; tests/test_slurm.py gives its cluster tests the real configuration back.
 if "SLURM_CONF" not in os.environ:
-    import tempfile
-
     os.environ["SLURM_CONF"] = os.path.join(tempfile.mkdtemp(prefix="traintime-test-slurm-"), "slurm.conf")
     Path(os.environ["SLURM_CONF"]).write_text("")
 

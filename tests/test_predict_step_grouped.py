@@ -245,3 +245,19 @@ def test_max_folds_keeps_the_first_folds_of_each_protocol_only() -> None:
     assert full["traces LOGO"] == ["RTX 3080", "RTX 3090", "RTX 4080", "RTX 4090"]
     assert cut["traces LOGO"] == ["RTX 3080", "RTX 3090"] and cut["chronos LOGO"] == ["A100", "T4"]
     assert all(cut[p] == full[p][:2] for p in full)
+
+
+def test_markdown_says_when_only_the_first_folds_were_scored() -> None:
+    from traintime.predict_step_grouped import markdown_grouped
+
+    summary = pd.DataFrame([{"protocol": "traces LOGO", "method": "neighbour", "rows": 4, "folds": 2, "gpus": 2,
+                             "models": 2, "mape_pct": 10.0, "median_ape_pct": 8.0, "pairs_right_pct": 90.0,
+                             "geo_mean_pred_over_measured": 1.0}])
+    cov = pd.DataFrame(columns=["quantity", "variant", "rows", "groups", "nominal_coverage", "measured_coverage",
+                                "interval_factor_all_groups"])
+    frozen = {"efficiency": {"wins_grouped": False}, "neighbour": {"wins_grouped": True}}
+    full = markdown_grouped(summary, cov, [], frozen).splitlines()
+    cut = markdown_grouped(summary, cov, [], frozen, max_folds=3).splitlines()
+    assert "TEST CONFIGURATION" not in "\n".join(full)
+    assert cut[0] == full[0] and cut[2].startswith("**TEST CONFIGURATION") and "first 3 outer folds" in cut[2]
+    assert cut[4:] == full[2:]  # the label and its blank line, nothing else

@@ -403,17 +403,17 @@ def run_step_grouped(traces: pd.DataFrame, iteration: pd.DataFrame, calibration:
     for name, per in pred.attrs.get("choices", {}).items():
         frozen[name]["outer_fold_feature_sets"] = per
     cov = pd.concat(covs, ignore_index=True)
-    md = markdown_grouped(summary, cov, tr.attrs.get("skipped", []), frozen)
-    if max_folds:
-        title, _, rest = md.partition("\n")
-        md = (f"{title}\n\n**TEST CONFIGURATION (predict_public_eval.test_only.max_outer_folds = {max_folds}): only the "
-              f"first {max_folds} outer folds of each protocol are scored - these are not the protocols' results.**\n{rest}")
-    return (summary, cov, frozen, md,
+    return (summary, cov, frozen, markdown_grouped(summary, cov, tr.attrs.get("skipped", []), frozen, max_folds),
             summarise_folds(data, pred), errors_by_batch_scaling(data, pred), chronos_predictions(data, pred))
 
 
-def markdown_grouped(summary: pd.DataFrame, cov: pd.DataFrame, skipped: list[str], frozen: dict[str, dict]) -> str:
-    lines = ["# Step-time models of `traintime predict` on grouped outer folds, both data sources", "",
+def markdown_grouped(summary: pd.DataFrame, cov: pd.DataFrame, skipped: list[str], frozen: dict[str, dict],
+                     max_folds: int | None = None) -> str:
+    lines = ["# Step-time models of `traintime predict` on grouped outer folds, both data sources", ""]
+    if max_folds:  # tests only (protocols)
+        lines += [(f"**TEST CONFIGURATION (predict_public_eval.test_only.max_outer_folds = {max_folds}): only the first "
+                   f"{max_folds} outer folds of each protocol are scored - these are not the protocols' results.**"), ""]
+    lines += [
              "Compute time (forward + backward + optimizer). Traces: public consumer-GPU traces, 224 px, fp32 + fp16, "
              "batch 16 + 64; CHRONOS: the release's compute_time_ms. `efficiency` and `neighbour` are fitted on the "
              "training part of both sources (equal weight per source), `*_chronos_only` on its CHRONOS part only. "

@@ -196,8 +196,8 @@ def needs_rows(estimator: Any) -> bool:
 
 def _matrix(X: pd.DataFrame) -> np.ndarray:
     """The feature frame as a float array for the regressor. The builder fixes the column order
-    (``feature_names_``); a bare array spares XGBoost its per-round feature-name checks (about a tenth
-    of a grouped evaluation's time) and gives the same trees."""
+    (``feature_names_``); a bare array spares XGBoost its per-round feature-name checks (about 3 % of a
+    grouped evaluation job, measured) and gives the same trees."""
     return X.to_numpy(dtype=float)
 
 
