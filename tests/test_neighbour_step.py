@@ -7,9 +7,12 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from sklearn.base import clone
 
 from traintime.chronos.neighbour_frozen import (
+    unique_rows,
     WORKLOAD_FEATURES,
     FrozenNeighbour,
     hardware_features,
@@ -411,3 +414,19 @@ def test_flops_per_sample_that_drift_with_batch_still_make_one_network() -> None
     np.testing.assert_allclose(m.predict(q1024), t64 + (t64 - t16) * (1024 - 64) / 48, rtol=1e-3)
     assert not np.allclose(m.predict(q1024), NeighbourStepTime(batch_edge="global").fit(train, true_ms(train))
                            .predict(q1024), rtol=1e-2)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 40), st.integers(1, 5), st.integers(0, 2**32 - 1), st.booleans())
+def test_unique_rows_is_numpys_unique_by_rows(n, d, seed, with_nan):
+    """Same distinct rows, same order and same inverse as np.unique(axis=0), with repeated rows, -0.0 beside 0.0 and
+    (then through numpy itself) NaN."""
+    rng = np.random.default_rng(seed)
+    values = np.array([-1.5, -0.0, 0.0, 0.3, 2.0, np.pi] + ([np.nan] if with_nan else []))
+    base = rng.choice(values, size=(int(rng.integers(1, 8)), d))
+    z = base[rng.integers(0, len(base), n)]
+    want, want_inv = np.unique(z, axis=0, return_inverse=True)
+    got, got_inv = unique_rows(z)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(got_inv, np.asarray(want_inv).reshape(-1))
+    np.testing.assert_array_equal(got[got_inv], z)

@@ -57,3 +57,22 @@ def test_retrieve_rule_copies_from_mirror(tmp_path, mirror):
                 f"results/raw/chronos/{CNN}"], tmp_path, env={"TRAINTIME_DATA_MIRROR": str(mirror)})
     assert res.returncode == 0, res.stderr[-2000:]
     assert (work / "results/raw/chronos" / CNN).read_bytes() == (mirror / "chronos" / CNN).read_bytes()
+
+
+def test_run_script_holds_blas_threads_to_the_rule_threads():
+    """A script job's NumPy/SciPy BLAS pools use the rule's `threads`, not every core, and get them back after."""
+    from types import SimpleNamespace
+
+    import numpy  # noqa: F401  (loads the BLAS whose pool is checked)
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    from traintime.core.workflow import run_script
+
+    seen = []
+    with threadpool_limits(limits=2):  # what a 2-core machine gives an unlimited job
+        before = [i["num_threads"] for i in threadpool_info()]
+        run_script(lambda sm: seen.append([i["num_threads"] for i in threadpool_info()]), "r",
+                   {"snakemake": SimpleNamespace(log=[], threads=1)})
+        after = [i["num_threads"] for i in threadpool_info()]
+    assert seen and seen[0] and set(seen[0]) == {1}
+    assert after == before

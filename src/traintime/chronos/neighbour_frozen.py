@@ -199,14 +199,28 @@ def pairwise_distance(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.sqrt(np.maximum((a ** 2).sum(1)[:, None] + (b ** 2).sum(1)[None, :] - 2 * a @ b.T, 0.0))
 
 
+def unique_rows(z: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(z, axis=0, return_inverse=True)`` of a 2-D array: the distinct rows in lexicographic order and each
+    row's index among them (finite arrays by one ``lexsort``, about twice as fast; others by ``np.unique`` itself)."""
+    if z.ndim != 2 or not len(z) or not np.isfinite(z).all():
+        uz, inv = np.unique(z, axis=0, return_inverse=True)
+        return uz, np.asarray(inv).reshape(-1)
+    order = np.lexsort(z.T[::-1])  # first column is the primary key, as np.unique's field-wise sort
+    zs = z[order]
+    new = np.ones(len(z), dtype=bool)
+    new[1:] = (zs[1:] != zs[:-1]).any(axis=1)
+    inv = np.empty(len(z), dtype=np.intp)
+    inv[order] = np.cumsum(new) - 1
+    return zs[new], inv
+
+
 def neighbour_u(z: np.ndarray, train_z: np.ndarray, train_u: np.ndarray,
                 k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(u, distance to the nearest measured workload, its index) for standardised descriptors ``z``: a workload at
     distance 0 takes its own ``u``, any other the inverse-squared-distance-weighted mean of its ``k`` nearest."""
     if not len(z):
         return np.zeros(0), np.zeros(0), np.zeros(0, dtype=int)
-    uz, inv = np.unique(z, axis=0, return_inverse=True)  # one distance row per distinct workload, not per GPU row
-    inv = np.asarray(inv).reshape(-1)
+    uz, inv = unique_rows(z)  # one distance row per distinct workload, not per GPU row
     d = pairwise_distance(uz, train_z)
     kk = min(int(k), train_z.shape[0])
     near = np.argpartition(d, kk - 1, axis=1)[:, :kk] if kk < d.shape[1] else np.tile(np.arange(kk), (len(d), 1))
