@@ -286,13 +286,14 @@ class CleanFeatures(FeatureBuilder):
         amap = alias_map(specs)
         idx = specs.reset_index(drop=True)
         pos = {g: i for i, g in enumerate(idx["gpu"])}
-        take = []
-        for name in rows["gpu"].astype(str):
+        names = rows["gpu"].astype(str)
+        where: dict[str, int] = {}
+        for name in pd.unique(names):  # first appearance order: the first unknown row's name is the one named
             key = _norm(name)
             if key not in amap:
                 raise unknown_name("GPU", name, idx["gpu"])
-            take.append(pos[amap[key]])
-        out = idx.iloc[take][list(CLEAN_GPU_SPECS)].astype(float)
+            where[name] = pos[amap[key]]
+        out = idx.iloc[names.map(where).to_numpy(dtype=int)][list(CLEAN_GPU_SPECS)].astype(float)
         out.index = rows.index
         return out
 
@@ -300,8 +301,9 @@ class CleanFeatures(FeatureBuilder):
         """Features of ``rows``; ``specs`` overrides the spec snapshot taken at fit (new GPUs)."""
         _require(rows, self.required_columns_, f"feature set {self.name} ({self.family})")
         spec = self._gpu_specs(rows, self.specs_ if specs is None else specs)
-        X = pd.DataFrame({c: _num(rows[c]) if c in rows else np.full(len(rows), np.nan)
-                          for c in self.workload_columns_}, index=rows.index)
+        # columns are gathered in a dict (insertion order = column order) and framed once
+        X: dict[str, np.ndarray] = {c: _num(rows[c]) if c in rows else np.full(len(rows), np.nan)
+                                    for c in self.workload_columns_}
         batch = _num(rows["batch_size"])
         flops_batch = _num(rows["flops_train_per_sample"]) * batch
         X["flops_train_per_batch"] = flops_batch
@@ -317,26 +319,25 @@ class CleanFeatures(FeatureBuilder):
         traffic = []
         if "total_state_bytes" in rows:
             X["state_traffic_ms"] = _num(rows["total_state_bytes"]) / (bw * 1e6)
-            traffic.append(X["state_traffic_ms"].to_numpy())
+            traffic.append(X["state_traffic_ms"])
         if "act_bytes_per_sample_proxy" in rows:
             X["activation_traffic_ms"] = _num(rows["act_bytes_per_sample_proxy"]) * batch / (bw * 1e6)
-            traffic.append(X["activation_traffic_ms"].to_numpy())
+            traffic.append(X["activation_traffic_ms"])
         mem = np.nansum(np.vstack(traffic), axis=0) if traffic else np.zeros(len(rows))
-        X["roofline_ms"] = np.fmax(X["ideal_compute_peak_ms"].to_numpy(), mem)
+        X["roofline_ms"] = np.fmax(X["ideal_compute_peak_ms"], mem)
         px = _num(rows["input_px"]) if "input_px" in rows else np.full(len(rows), np.nan)
         ch = _num(rows["input_channels"]) if "input_channels" in rows else np.full(len(rows), np.nan)
         seq = _num(rows["seq_len"]) if "seq_len" in rows else np.full(len(rows), np.nan)
         image_vals = np.where(np.isnan(ch), 3.0, ch) * px * px
         X["input_values_per_step"] = batch * np.where(np.isnan(px), seq, image_vals)
         if self.log_features:
-            for c in X.columns:
+            for c in list(X):
                 if c in _LOG_COLUMNS:
-                    v = X[c].to_numpy(dtype=float)
+                    v = np.asarray(X[c], dtype=float)
                     with np.errstate(divide="ignore", invalid="ignore"):
                         X[c] = np.where(v > 0, np.log10(np.where(v > 0, v, 1.0)), np.where(v == 0, -12.0, np.nan))
-        for col in self._categorical:
-            X = pd.concat([X, _one_hot(rows[col], col, self.categories_[col], drop_first=False)], axis=1)
-        return X.astype(float)
+        hot = [_one_hot(rows[col], col, self.categories_[col], drop_first=False) for col in self._categorical]
+        return pd.concat([pd.DataFrame(X, index=rows.index), *hot], axis=1).astype(float)
 
 
 class CleanRooflineFeatures(CleanFeatures):
