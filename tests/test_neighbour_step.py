@@ -12,12 +12,12 @@ from hypothesis import strategies as st
 from sklearn.base import clone
 
 from traintime.chronos.neighbour_frozen import (
-    unique_rows,
     WORKLOAD_FEATURES,
     FrozenNeighbour,
     hardware_features,
     kernel_shares,
     offset_ms,
+    unique_rows,
     workload_features,
 )
 from traintime.chronos.neighbour_step import NestedNeighbourStepTime, NeighbourStepTime, workload_ids
