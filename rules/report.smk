@@ -27,10 +27,34 @@ rule report_index:
         "../workflow_scripts/report_index.py"
 
 
+TARGET_TABLES = ("predict_step_two_label", "steptime_host_power_law", "predict_step_grouped", "convergence_vs_pooling",
+                 "convergence_curves", "convergence_interval_coverage", "predict_external_eval")
+
+
+rule issue_targets:
+    """The open issues' numeric targets at a glance: reached value, interval, previous model, status (one rule)."""
+    input:
+        tables=[f"{TABLES}/{t}.csv" for t in TARGET_TABLES],
+        step_rule=f"{RESULTS}/models/steptime/neighbour_model.json",
+        lib=lib("issue_targets"),
+    output:
+        csv=report(f"{TABLES}/issue_targets.csv", caption="../report/issue_targets.rst", category="Pipeline"),
+        md=f"{TABLES}/issue_targets.md",
+    log:
+        f"{LOGS}/report/issue_targets.log",
+    benchmark:
+        bench(f"{LOGS}/report/issue_targets.log")
+    localrule: True
+    conda:
+        env("analysis")
+    script:
+        "../workflow_scripts/issue_targets.py"
+
+
 rule dag_cost:
     """Wall time and peak memory per rule from the benchmark records of every job (runs last)."""
     input:
-        targets=REPORT_INPUTS + [f"{RESULTS}/report_index.md"],
+        targets=REPORT_INPUTS + [f"{RESULTS}/report_index.md", f"{TABLES}/issue_targets.csv"],
         lib=lib("dag_cost"),
     output:
         csv=report(f"{TABLES}/dag_cost.csv", caption="../report/dag_cost.rst", category="Pipeline"),
@@ -50,7 +74,7 @@ rule dag_cost:
         "../workflow_scripts/dag_cost.py"
 
 
-ALL_TARGETS.extend([f"{RESULTS}/report_index.md", f"{TABLES}/dag_cost.csv"])
+ALL_TARGETS.extend([f"{RESULTS}/report_index.md", f"{TABLES}/issue_targets.csv", f"{TABLES}/dag_cost.csv"])
 
 
 rule readme_blocks:
@@ -62,7 +86,7 @@ rule readme_blocks:
                   "predict_public_eval", "predict_step_grouped", "end_to_end_out_of_sample",
                   "steptime_host_power_law", "predict_interval_coverage", "iteration_noise_floor",
                   "convergence_limits", "predict_external_eval", "predict_step_batch_scaling",
-                  "predict_step_two_label")],
+                  "predict_step_two_label", "issue_targets")],
         predict_example=f"{RESULTS}/predict_cli_example.txt",
         step_rule=f"{RESULTS}/models/steptime/neighbour_model.json",
         step_intervals=f"{TABLES}/predict_step_grouped_coverage.csv",

@@ -30,6 +30,7 @@ from traintime.chronos.evaluation import PROTOCOLS as ITERATION_PROTOCOLS
 from traintime.chronos.loader_wait import LoaderWaitRegressor, combine_labels
 from traintime.core.errors import SchemaError
 from traintime.core.metrics import mape, mean_sd_ci95, step_errors
+from traintime.core.targets import target_status
 
 #: CHRONOS protocols of predict_step_grouped -> the iteration protocol of the same folds
 #: (:data:`traintime.chronos.evaluation.PROTOCOLS`, which holds their group columns: :func:`group_column`)
@@ -116,8 +117,7 @@ def meets(mean: float, low: float, high: float, target: float) -> str:
     ``inconclusive``; one seed (no interval): the mean decides."""
     if np.isnan(target):
         return ""
-    lo, hi = (mean, mean) if np.isnan(high) else (low, high)
-    return "yes" if hi <= target else "no" if lo > target else "inconclusive"
+    return target_status(mean, low, high, upper=target)
 
 
 def summarise(iteration: pd.DataFrame, pred: pd.DataFrame) -> pd.DataFrame:

@@ -133,6 +133,7 @@ BLOCKS: dict[str, tuple[str, Callable[[Path], str]]] = {
         p, ["label", "family", "rows", "groups", "replicates_per_group", "oracle_mape_pct", "loo_replicate_mape_pct",
             "loo_replicate_median_ape_pct"], digits=".1f")),
     "predict-example": ("predict_cli_example.txt", lambda p: _console(p)),
+    "issue-targets": ("tables/issue_targets.md", lambda p: p.read_text()),
 }
 
 

@@ -1,0 +1,17 @@
+"""The open issues' numeric targets against this run's tables (rule issue_targets)."""
+
+from pathlib import Path
+
+from traintime.core.io import write_csv, write_text
+from traintime.core.targets import targets_markdown, targets_table
+from traintime.core.workflow import run_script
+
+
+def main(snakemake):
+    table = targets_table(Path(snakemake.input.tables[0]).parent, snakemake.input.step_rule)
+    write_csv(table, snakemake.output.csv)
+    write_text(targets_markdown(table), snakemake.output.md)
+
+
+if __name__ == "__main__":
+    run_script(main, "targets", globals())
