@@ -28,7 +28,8 @@ rule report_index:
 
 
 TARGET_TABLES = ("predict_step_two_label", "steptime_host_power_law", "predict_step_grouped", "convergence_vs_pooling",
-                 "convergence_curves", "convergence_interval_coverage", "predict_external_eval")
+                 "convergence_curves", "convergence_interval_coverage", "predict_external_eval",
+                 "predict_step_grouped_coverage", "predict_interval_coverage")
 
 
 rule issue_targets:

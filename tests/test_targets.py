@@ -95,3 +95,16 @@ def test_sd_over_seeds_gives_the_t_interval(tmp_path) -> None:
     half = 4.302652729911275 / np.sqrt(3)  # t(0.975, 2) sd / sqrt(n)
     assert row["ci95_low"] == pytest.approx(19.0 - half) and row["ci95_high"] == pytest.approx(19.0 + half)
     assert row["status"] == "inconclusive"
+
+
+def test_coverage_fractions_are_reported_in_percent_against_the_85_95_band(tmp_path) -> None:
+    (tmp_path / "t").mkdir()
+    q = "epochs (chronos_rf, leave-one-model-out)"
+    pd.DataFrame([{"quantity": q, "family": "all", "variant": "empirical quantile", "measured_coverage": 0.871},
+                  {"quantity": q, "family": "all", "variant": "finite-sample (guarantee)", "measured_coverage": 1.0},
+                  {"quantity": q, "family": "CNN", "variant": "empirical quantile", "measured_coverage": 0.5}]
+                 ).to_csv(tmp_path / "t" / "predict_interval_coverage.csv", index=False)
+    (tmp_path / "m.json").write_text("{}")
+    row = tg.targets_table(tmp_path / "t", tmp_path / "m.json").set_index("goal").loc[
+        "90 % epoch interval, leave one model out: coverage % of held-out runs"]
+    assert (row["reached"], row["previous_value"], row["target"], row["status"]) == (87.1, 100.0, "85-95", "yes")

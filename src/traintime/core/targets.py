@@ -75,6 +75,8 @@ class Target:
     target_column: str | None = None
     #: why a run may have no row for this target (shown in the status)
     absent: str = "no measured row in this run's source table"
+    #: factor from the table's unit to the target's (0-1 coverage -> %)
+    scale: float = 1.0
 
     def bound_text(self) -> str:
         if self.lower is not None and self.upper is not None:
@@ -169,6 +171,22 @@ TARGETS: tuple[Target, ...] = (
               "target_pairs_pct"),
     _external("fp32", "Lambda ResNet-50 fp32: % of GPU pairs in the right order", "pairs_right_pct", 90.0, None,
               "target_pairs_pct"),
+    Target(15, "90 % step interval, leave one GPU out: coverage % of held-out rows", "predict_step_grouped_coverage",
+           "quantity.str.contains('{step_model}, leave-one-GPU-out, half-width of the row') and variant.str.contains("
+           "'what predict uses')", "measured_coverage", "the step interval `predict` prints for a measured workload",
+           lower=85.0, upper=95.0, scale=100.0, absent="no coverage row for the step model predict uses",
+           previous="quantity.str.contains('{step_model}, leave-one-GPU-out, both sources')",
+           previous_label="one half-width for both sources"),
+    Target(15, "90 % step interval, unseen workload (leave one model out): coverage %", "predict_step_grouped_coverage",
+           "quantity.str.contains('{step_model}, leave-one-model-out')", "measured_coverage",
+           "the step interval `predict` prints for a workload never measured", lower=85.0, upper=95.0, scale=100.0,
+           absent="no coverage row for the step model predict uses"),
+    Target(15, "90 % epoch interval, leave one model out: coverage % of held-out runs", "predict_interval_coverage",
+           "quantity.str.startswith('epochs') and family == 'all' and variant == 'empirical quantile'",
+           "measured_coverage", "the epoch interval `predict` prints (split-conformal, `chronos_rf`)",
+           lower=85.0, upper=95.0, scale=100.0,
+           previous="quantity.str.startswith('epochs') and family == 'all' and variant == 'finite-sample (guarantee)'",
+           previous_label="finite-sample variant"),
 )
 
 
@@ -185,11 +203,11 @@ def _one(df: pd.DataFrame, query: str, what: str) -> pd.Series | None:
     return rows.iloc[0] if len(rows) else None
 
 
-def _num(row: pd.Series, col: str | None) -> float:
+def _num(row: pd.Series, col: str | None, scale: float = 1.0) -> float:
     if col is None or col not in row.index:
         return float("nan")
     v = pd.to_numeric(row[col], errors="coerce")
-    return float(v) if v is not None and not pd.isna(v) else float("nan")
+    return scale * float(v) if v is not None and not pd.isna(v) else float("nan")
 
 
 def evaluate_target(t: Target, df: pd.DataFrame | None, names: Mapping[str, str]) -> dict[str, object]:
@@ -202,14 +220,14 @@ def evaluate_target(t: Target, df: pd.DataFrame | None, names: Mapping[str, str]
         why = "source table not produced by this run" if df is None else t.absent
         return {**base, "reached": np.nan, "ci95_low": np.nan, "ci95_high": np.nan, "n_seeds": np.nan,
                 "previous": t.previous_label, "previous_value": np.nan, "status": f"{NOT_EVALUATED} ({why})"}
-    value = _num(row, t.value)
+    value = _num(row, t.value, t.scale)
     n = _num(row, t.n)
-    lo, hi = (_num(row, t.ci[0]), _num(row, t.ci[1])) if t.ci else (float("nan"), float("nan"))
+    lo, hi = (_num(row, t.ci[0], t.scale), _num(row, t.ci[1], t.scale)) if t.ci else (float("nan"), float("nan"))
     if t.sd is not None and not np.isnan(_num(row, t.sd)) and n >= 2:
-        lo, hi, _ = t_interval(value, _num(row, t.sd), int(n))
+        lo, hi, _ = t_interval(value, _num(row, t.sd, t.scale), int(n))
     prev = _one(df, t.previous.format(**names), t.table) if t.previous and df is not None else None
     return {**base, "reached": value, "ci95_low": lo, "ci95_high": hi, "n_seeds": n, "previous": t.previous_label,
-            "previous_value": _num(prev, t.value) if prev is not None else np.nan,
+            "previous_value": _num(prev, t.value, t.scale) if prev is not None else np.nan,
             "status": target_status(value, lo, hi, t.lower, t.upper)}
 
 
