@@ -10,7 +10,9 @@ folds (a best-of-table figure; ``predict``'s epoch model, the paper's forest, is
 
 Status (:func:`target_status`, the rule of every row): ``yes`` when the 95 % interval over seeds lies inside the
 target, ``no`` when it lies wholly outside, ``inconclusive`` when it straddles a bound; with one seed, or a
-deterministic model (no interval), the value itself decides. A source that this run did not produce (an optional
+deterministic model (no interval), the value itself decides. The "points better than partial pooling" rows take
+the interval of the method's MAPE over seeds; the baseline's own spread over seeds (CV only; it is deterministic on
+LOMO and LODO) is not added, so on CV that interval is somewhat too narrow. A source that this run did not produce (an optional
 data source absent offline, or no fresh ``make run``) gives ``not evaluated`` with the reason, never a number.
 """
 
