@@ -10,7 +10,9 @@ import pytest
 from traintime.chronos.curves_model import curves_table
 from traintime.chronos.two_label import TARGET_STEP_MAPE
 from traintime.core import targets as tg
+from traintime.core.errors import SchemaError
 from traintime.emulation.power_law import HOST_TARGETS_PCT
+from traintime.predict_step_models import auto_step_model
 
 NAN = float("nan")
 
@@ -41,18 +43,21 @@ def test_targets_match_the_thresholds_the_source_tables_use() -> None:
     assert [t.upper for t in curve] == [inspect.signature(curves_table).parameters["target_pct"].default]
 
 
-def _toy(tmp_path, wins: bool = True):
+def _toy(tmp_path, wins: bool = True, two_label_target: float = 25.0):
+    """A step two-label table and the step model `auto` resolves to from a neighbour model file."""
     tables = tmp_path / "tables"
     tables.mkdir()
     rows = []
     for proto, m in (("LOGO", 20.0), ("LOMO", 45.0), ("LODO", 35.0)):
         for method, v in (("neighbour", m), ("roofline_calibrated", m + 10), ("previous: xgboost on step_time_ms", 60.0)):
             rows.append({"protocol": f"chronos {proto}", "method": method, "n_seeds": 3, "compute_mape_pct": v - 5,
-                         "step_mape_pct_mean": v, "step_mape_pct_ci95_low": v - 2, "step_mape_pct_ci95_high": v + 2})
+                         "step_mape_pct_mean": v, "step_mape_pct_ci95_low": v - 2, "step_mape_pct_ci95_high": v + 2,
+                         "target_step_mape_pct": two_label_target if proto == "LOGO" else
+                         TARGET_STEP_MAPE[f"chronos {proto}"]})
     pd.DataFrame(rows).to_csv(tables / "predict_step_two_label.csv", index=False)
-    model = tmp_path / "neighbour_model.json"
-    model.write_text(json.dumps({"wins_grouped": wins}))
-    return tables, model
+    (tmp_path / "models" / "steptime").mkdir(parents=True)
+    (tmp_path / "models" / "steptime" / "neighbour_model.json").write_text(json.dumps({"wins_grouped": wins}))
+    return tables, auto_step_model(tmp_path / "models")[0]
 
 
 def test_rows_come_from_the_tables_with_the_previous_model_beside(tmp_path) -> None:
@@ -82,16 +87,26 @@ def test_an_ambiguous_query_is_an_error_not_a_pick(tmp_path) -> None:
     tables, model = _toy(tmp_path)
     df = pd.read_csv(tables / "predict_step_two_label.csv")
     pd.concat([df, df.head(1)]).to_csv(tables / "predict_step_two_label.csv", index=False)
-    with pytest.raises(ValueError, match="selects 2 rows"):
+    with pytest.raises(SchemaError, match="selects 2 rows"):
         tg.targets_table(tables, model)
+
+
+def test_a_source_table_whose_target_differs_is_an_error_not_a_silent_drift(tmp_path) -> None:
+    tables, model = _toy(tmp_path, two_label_target=30.0)
+    with pytest.raises(SchemaError, match=r"target_step_mape_pct = 30 .* here is <= 25"):
+        tg.targets_table(tables, model)
+
+
+def test_an_unknown_step_model_is_named() -> None:
+    with pytest.raises(SchemaError, match="'operator'"):
+        tg.step_table_method("operator")
 
 
 def test_sd_over_seeds_gives_the_t_interval(tmp_path) -> None:
     (tmp_path / "t").mkdir()
     pd.DataFrame([{"protocol": "cv", "method": "pooled_or_xgb", "n_seeds": 3, "avg_model_mape_pct": 19.0,
                    "sd_pct": 1.0}]).to_csv(tmp_path / "t" / "convergence_vs_pooling.csv", index=False)
-    (tmp_path / "m.json").write_text("{}")
-    row = tg.targets_table(tmp_path / "t", tmp_path / "m.json").set_index("goal").loc["epochs, 5-fold CV: MAPE %"]
+    row = tg.targets_table(tmp_path / "t", "neighbour").set_index("goal").loc["epochs, 5-fold CV: MAPE %"]
     half = 4.302652729911275 / np.sqrt(3)  # t(0.975, 2) sd / sqrt(n)
     assert row["ci95_low"] == pytest.approx(19.0 - half) and row["ci95_high"] == pytest.approx(19.0 + half)
     assert row["status"] == "inconclusive"
@@ -104,7 +119,6 @@ def test_coverage_fractions_are_reported_in_percent_against_the_85_95_band(tmp_p
                   {"quantity": q, "family": "all", "variant": "finite-sample (guarantee)", "measured_coverage": 1.0},
                   {"quantity": q, "family": "CNN", "variant": "empirical quantile", "measured_coverage": 0.5}]
                  ).to_csv(tmp_path / "t" / "predict_interval_coverage.csv", index=False)
-    (tmp_path / "m.json").write_text("{}")
-    row = tg.targets_table(tmp_path / "t", tmp_path / "m.json").set_index("goal").loc[
+    row = tg.targets_table(tmp_path / "t", "neighbour").set_index("goal").loc[
         "90 % epoch interval, leave one model out: coverage % of held-out runs"]
     assert (row["reached"], row["previous_value"], row["target"], row["status"]) == (87.1, 100.0, "85-95", "yes")

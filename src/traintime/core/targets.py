@@ -3,7 +3,8 @@ baseline beside it, and one status rule for all (rule ``issue_targets``, ``resul
 
 Every row is read from a table of the same run (:data:`TARGETS`: source table, the query that selects the reported
 model's row, the value column and the 95 % interval over seeds); nothing is typed here but the targets themselves,
-and ``tests/test_targets.py`` checks them against the target columns of the source tables. The reported model of a
+and where a source table carries its own target column, a row whose target differs from the one here is an error
+(:class:`~traintime.core.errors.SchemaError`), so the two cannot drift apart. The reported model of a
 row is fixed in advance: the model ``traintime predict`` uses, or a choice made in inner folds. One exception is
 labelled in its row: the epoch rows report ``pooled_or_xgb``, the lowest of ``convergence_vs_pooling`` on these
 folds (a best-of-table figure; ``predict``'s epoch model, the paper's forest, is beside it as the previous model).
@@ -12,25 +13,26 @@ Status (:func:`target_status`, the rule of every row): ``yes`` when the 95 % int
 target, ``no`` when it lies wholly outside, ``inconclusive`` when it straddles a bound; with one seed, or a
 deterministic model (no interval), the value itself decides. The "points better than partial pooling" rows take
 the interval of the method's MAPE over seeds; the baseline's own spread over seeds (CV only; it is deterministic on
-LOMO and LODO) is not added, so on CV that interval is somewhat too narrow. A source that this run did not produce (an optional
-data source absent offline, or no fresh ``make run``) gives ``not evaluated`` with the reason, never a number.
+LOMO and LODO) is not added, so on CV that interval is somewhat too narrow. A source this run did not produce, or
+one without a measured row (an optional data source absent offline), gives ``not evaluated`` with the reason,
+never a number.
 """
 
 from __future__ import annotations
 
-import json
 import math
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
+from traintime.core.errors import SchemaError
 from traintime.core.verdict import t_interval
 
 NOT_EVALUATED = "not evaluated"
-#: Columns of ``results/tables/targets.csv``, in order.
+#: Columns of ``results/tables/issue_targets.csv``, in order.
 COLUMNS = ["issue", "goal", "target", "model", "reached", "ci95_low", "ci95_high", "n_seeds", "previous",
            "previous_value", "status", "source"]
 
@@ -57,7 +59,7 @@ class Target:
     """One numeric target of an issue and where the pipeline's answer to it is.
 
     ``where`` / ``previous`` are pandas queries on ``results/tables/<table>.csv``; ``{step_model}`` in them is
-    the step model ``traintime predict`` uses (from ``models/steptime/neighbour_model.json``). The interval over
+    the step tables' name of the step model ``traintime predict`` uses (:func:`step_table_method`). The interval over
     seeds comes from ``ci`` columns, or is the Student-t interval of ``sd`` over ``n`` seeds."""
 
     issue: int
@@ -73,7 +75,7 @@ class Target:
     n: str | None = None
     previous: str | None = None
     previous_label: str = ""
-    #: source column holding this target (checked against lower / upper by the tests), if the table has one
+    #: source column holding this target (must equal the bound here, see the module docstring), if the table has one
     target_column: str | None = None
     #: why a run may have no row for this target (shown in the status)
     absent: str = "no measured row in this run's source table"
@@ -192,16 +194,21 @@ TARGETS: tuple[Target, ...] = (
 )
 
 
-def step_model(neighbour_model_json: str | Path) -> str:
-    """The method name (as in the step tables) of the step model ``--step-model auto`` uses."""
-    doc = json.loads(Path(neighbour_model_json).read_text())
-    return "neighbour" if doc.get("wins_grouped") else "roofline_calibrated"
+#: ``--step-model`` name (:func:`traintime.predict_step_models.auto_step_model`) -> its method name in the step tables
+STEP_TABLE_METHOD = {"neighbour": "neighbour", "roofline": "roofline_calibrated"}
+
+
+def step_table_method(step_model: str) -> str:
+    """The step tables' method name of the ``--step-model`` that ``auto`` resolved to."""
+    if step_model not in STEP_TABLE_METHOD:
+        raise SchemaError(f"step model {step_model!r} has no row in the step tables (known: {sorted(STEP_TABLE_METHOD)})")
+    return STEP_TABLE_METHOD[step_model]
 
 
 def _one(df: pd.DataFrame, query: str, what: str) -> pd.Series | None:
     rows = df.query(query)
     if len(rows) > 1:
-        raise ValueError(f"{what}: query {query!r} selects {len(rows)} rows, not one")
+        raise SchemaError(f"{what}: query {query!r} selects {len(rows)} rows, not one")
     return rows.iloc[0] if len(rows) else None
 
 
@@ -218,11 +225,15 @@ def evaluate_target(t: Target, df: pd.DataFrame | None, names: Mapping[str, str]
     row = _one(df, where, t.table) if df is not None else None
     base: dict[str, object] = {"issue": t.issue, "goal": t.goal, "target": t.bound_text(),
                                "model": t.model.format(**names), "source": f"tables/{t.table}.csv"}
-    if row is None or np.isnan(_num(row, t.value)):
+    value = _num(row, t.value, t.scale) if row is not None else float("nan")
+    if np.isnan(value):
         why = "source table not produced by this run" if df is None else t.absent
         return {**base, "reached": np.nan, "ci95_low": np.nan, "ci95_high": np.nan, "n_seeds": np.nan,
                 "previous": t.previous_label, "previous_value": np.nan, "status": f"{NOT_EVALUATED} ({why})"}
-    value = _num(row, t.value, t.scale)
+    declared = _num(row, t.target_column)
+    if not np.isnan(declared) and declared != (t.upper if t.upper is not None else t.lower):
+        raise SchemaError(f"{t.table}.{t.target_column} = {declared:g} for {where!r}, but the target of "
+                          f"{t.goal!r} here is {t.bound_text()}")
     n = _num(row, t.n)
     lo, hi = (_num(row, t.ci[0], t.scale), _num(row, t.ci[1], t.scale)) if t.ci else (float("nan"), float("nan"))
     if t.sd is not None and not np.isnan(_num(row, t.sd)) and n >= 2:
@@ -233,17 +244,16 @@ def evaluate_target(t: Target, df: pd.DataFrame | None, names: Mapping[str, str]
             "status": target_status(value, lo, hi, t.lower, t.upper)}
 
 
-def targets_table(tables_dir: str | Path, neighbour_model_json: str | Path,
-                  targets: tuple[Target, ...] = TARGETS,
-                  read: Callable[[Path], pd.DataFrame] = pd.read_csv) -> pd.DataFrame:
-    """Every target of ``targets`` against the tables under ``tables_dir`` (see the module docstring)."""
-    names = {"step_model": step_model(neighbour_model_json)}
+def targets_table(tables_dir: str | Path, step_model: str, targets: tuple[Target, ...] = TARGETS) -> pd.DataFrame:
+    """Every target of ``targets`` against the tables under ``tables_dir`` (see the module docstring);
+    ``step_model``: the ``--step-model`` that ``auto`` resolves to (``neighbour`` or ``roofline``)."""
+    names = {"step_model": step_table_method(step_model)}
     cache: dict[str, pd.DataFrame | None] = {}
     out = []
     for t in targets:
         if t.table not in cache:
             path = Path(tables_dir) / f"{t.table}.csv"
-            cache[t.table] = read(path) if path.is_file() else None
+            cache[t.table] = pd.read_csv(path) if path.is_file() else None
         out.append(evaluate_target(t, cache[t.table], names))
     return pd.DataFrame(out, columns=COLUMNS)
 
