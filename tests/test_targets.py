@@ -97,6 +97,15 @@ def test_a_source_table_whose_target_differs_is_an_error_not_a_silent_drift(tmp_
         tg.targets_table(tables, model)
 
 
+@pytest.mark.parametrize("doc", [{"wins_grouped": True}, {"wins_grouped": False}, {}, None])
+def test_the_step_model_read_here_is_the_one_predict_resolves(tmp_path, doc) -> None:
+    (tmp_path / "steptime").mkdir()
+    path = tmp_path / "steptime" / "neighbour_model.json"
+    if doc is not None:
+        path.write_text(json.dumps(doc))
+    assert tg.auto_step_name(path) == auto_step_model(tmp_path)[0]
+
+
 def test_an_unknown_step_model_is_named() -> None:
     with pytest.raises(SchemaError, match="'operator'"):
         tg.step_table_method("operator")

@@ -3,14 +3,12 @@
 from pathlib import Path
 
 from traintime.core.io import write_csv, write_text
-from traintime.core.targets import targets_markdown, targets_table
+from traintime.core.targets import auto_step_name, targets_markdown, targets_table
 from traintime.core.workflow import run_script
-from traintime.predict_step_models import auto_step_model
 
 
 def main(snakemake):
-    step_model, _ = auto_step_model(Path(snakemake.input.step_rule).parents[1])  # <models>/steptime/<file>
-    table = targets_table(Path(snakemake.input.tables[0]).parent, step_model)
+    table = targets_table(Path(snakemake.input.tables[0]).parent, auto_step_name(snakemake.input.step_rule))
     write_csv(table, snakemake.output.csv)
     write_text(targets_markdown(table), snakemake.output.md)
 

@@ -20,6 +20,7 @@ never a number.
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -196,6 +197,14 @@ TARGETS: tuple[Target, ...] = (
 
 #: ``--step-model`` name (:func:`traintime.predict_step_models.auto_step_model`) -> its method name in the step tables
 STEP_TABLE_METHOD = {"neighbour": "neighbour", "roofline": "roofline_calibrated"}
+
+
+def auto_step_name(neighbour_model_json: str | Path) -> str:
+    """What ``--step-model auto`` resolves to (``neighbour`` or ``roofline``): the rule of
+    :func:`traintime.predict_step_models.auto_step_model` (the tests check that both agree), read here without
+    importing predict's model code, whose import closure needs torch (this is an analysis-env rule)."""
+    path = Path(neighbour_model_json)
+    return "neighbour" if path.is_file() and json.loads(path.read_text()).get("wins_grouped") else "roofline"
 
 
 def step_table_method(step_model: str) -> str:
