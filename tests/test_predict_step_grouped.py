@@ -221,20 +221,6 @@ def test_largest_batch_marks_each_networks_largest_batch_once_measured_at_severa
     assert largest_batch(data).tolist() == [False, True, True, False, False, False, True, False, True]
 
 
-def test_default_model_rule_uses_only_its_declared_protocols() -> None:
-    from traintime.predict_step_models import RULE_PROTOCOLS
-
-    def summary(lose_on: str) -> pd.DataFrame:
-        protos = [*RULE_PROTOCOLS, "chronos LOMO", "chronos LODO", "traces external (fit on CHRONOS only)"]
-        return pd.DataFrame([{"protocol": p, "method": m, "mape_pct": (30.0 if m == "new" else 40.0) * (
-            2 if (p == lose_on and m == "new") else 1)} for p in protos for m in ("new", "roofline_calibrated")])
-
-    assert wins(summary("chronos LODO"), new="new")  # reported beside the rule, never flips it
-    assert wins(summary("traces external (fit on CHRONOS only)"), new="new")
-    assert not wins(summary("chronos LOGO"), new="new")
-    assert not wins(summary("traces LOMO"), new="new")
-
-
 def test_max_folds_keeps_the_first_folds_of_each_protocol_only() -> None:
     """The tests-only knob (predict_public_eval.test_only.max_outer_folds): the first folds in sorted group order."""
     rng = np.random.default_rng(0)

@@ -12,7 +12,6 @@ from traintime.chronos.two_label import TARGET_STEP_MAPE
 from traintime.core import targets as tg
 from traintime.core.errors import SchemaError
 from traintime.emulation.power_law import HOST_TARGETS_PCT
-from traintime.predict_step_models import auto_step_model
 
 NAN = float("nan")
 
@@ -56,8 +55,9 @@ def _toy(tmp_path, wins: bool = True, two_label_target: float = 25.0):
                          TARGET_STEP_MAPE[f"chronos {proto}"]})
     pd.DataFrame(rows).to_csv(tables / "predict_step_two_label.csv", index=False)
     (tmp_path / "models" / "steptime").mkdir(parents=True)
-    (tmp_path / "models" / "steptime" / "neighbour_model.json").write_text(json.dumps({"wins_grouped": wins}))
-    return tables, auto_step_model(tmp_path / "models")[0]
+    model_file = tmp_path / "models" / "steptime" / "neighbour_model.json"
+    model_file.write_text(json.dumps({"wins_grouped": wins}))
+    return tables, tg.auto_step_name(model_file)
 
 
 def test_rows_come_from_the_tables_with_the_previous_model_beside(tmp_path) -> None:
@@ -95,15 +95,6 @@ def test_a_source_table_whose_target_differs_is_an_error_not_a_silent_drift(tmp_
     tables, model = _toy(tmp_path, two_label_target=30.0)
     with pytest.raises(SchemaError, match=r"target_step_mape_pct = 30 .* here is <= 25"):
         tg.targets_table(tables, model)
-
-
-@pytest.mark.parametrize("doc", [{"wins_grouped": True}, {"wins_grouped": False}, {}, None])
-def test_the_step_model_read_here_is_the_one_predict_resolves(tmp_path, doc) -> None:
-    (tmp_path / "steptime").mkdir()
-    path = tmp_path / "steptime" / "neighbour_model.json"
-    if doc is not None:
-        path.write_text(json.dumps(doc))
-    assert tg.auto_step_name(path) == auto_step_model(tmp_path)[0]
 
 
 def test_an_unknown_step_model_is_named() -> None:

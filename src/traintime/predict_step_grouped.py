@@ -49,7 +49,7 @@ from traintime.chronos.two_label import PROTOCOLS as CHRONOS_PROTOCOLS
 from traintime.chronos.two_label import group_column
 from traintime.core.metrics import step_errors
 from traintime.predict_public_eval import pair_order
-from traintime.predict_step_models import RULE_PROTOCOLS, RULE_TEXT
+from traintime.core.step_rule import RULE_PROTOCOLS, RULE_TEXT, wins
 
 KEY = ["model", "img_px", "batch_size", "precision"]
 #: column the inner folds of a learned model's hardware choice are grouped by, per protocol (default ``gpu``): a
@@ -277,16 +277,6 @@ def step_grouped_eval(trace_rows: pd.DataFrame, chronos_rows: pd.DataFrame, cali
     data = both_sources(trace_rows, chronos_rows)
     pred = grouped_predictions(data, calibration, factory, neighbour_factory, max_folds)
     return summarise_grouped(data, pred), pred
-
-
-def wins(summary: pd.DataFrame, new: str = "efficiency", old: str = "roofline_calibrated") -> bool:
-    """True when ``new`` has a lower MAPE than ``old`` on every protocol of
-    :data:`~traintime.predict_step_models.RULE_PROTOCOLS` (the rule fixed
-    before the comparison; the external check, the *largest batch* protocols and ``chronos LOMO`` / ``chronos LODO``,
-    added after the rule was declared, are reported beside it, not part of it)."""
-    keep = summary["protocol"].isin(RULE_PROTOCOLS)
-    s = summary[keep].pivot(index="protocol", columns="method", values="mape_pct")
-    return bool(len(s) and (s[new] < s[old]).all())
 
 
 def conformal_rows(data: pd.DataFrame, pred: pd.DataFrame, coverage: float = 0.9,

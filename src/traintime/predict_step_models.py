@@ -14,16 +14,13 @@ from typing import Any
 import pandas as pd
 
 from traintime.core.errors import ArgumentError
-
-#: protocols of the default-model rule (:func:`traintime.predict_step_grouped.wins`), as declared before the first
-#: comparison; protocols added later (``chronos LOMO`` / ``chronos LODO``) are reported beside the rule, never in it
-RULE_PROTOCOLS: tuple[str, ...] = ("traces LOGO", "traces LOMO", "traces LOGenO", "chronos LOGO")
-RULE_TEXT = "every protocol of the rule (" + ", ".join(RULE_PROTOCOLS) + ")"
+from traintime.core.step_rule import NEIGHBOUR_MODEL_FILE, RULE_TEXT, auto_step
 
 #: step-time models ``--step-model`` names (default first). results/tables/predict_step_grouped.md compares the
 #: learned ones with the calibrated roofline on grouped outer folds of both sources (consumer-GPU traces: leave one
 #: GPU / model / generation out; CHRONOS: leave one GPU, model or dataset out). The rule fixed before the comparison:
-#: a model becomes the default only if it beats the calibrated roofline on every protocol of :data:`RULE_PROTOCOLS`
+#: a model becomes the default only if it beats the calibrated roofline on every protocol of
+#: :data:`~traintime.core.step_rule.RULE_PROTOCOLS`
 #: (CHRONOS leave one model / dataset out were added later and are reported beside it). ``neighbour``
 #: does (traces LOGO 13.8 vs 347 %, CHRONOS LOGO 38.3 vs 42.3 % MAPE on the run that introduced it), ``efficiency``
 #: does not (CHRONOS LOGO 44.6 %); ``auto`` applies the rule to the model file of the current run, so the default
@@ -48,7 +45,7 @@ def default_step_model(models_dir: Path, data_dir: Path, family: str, specs_rows
                        step_model: str = "auto") -> tuple[Any, float, list[str]]:
     """(step model, step log half-width, notes). ``step_model='auto'`` (default): ``neighbour`` when
     ``<models_dir>/steptime/neighbour_model.json`` exists and records ``wins_grouped`` (the rule fixed before the
-    comparison: it beat the calibrated roofline on every protocol of :data:`RULE_PROTOCOLS`), else ``roofline``; the
+    comparison, :mod:`traintime.core.step_rule`), else ``roofline``; the
     first note says which and why. ``'roofline-assumed'``: the assumed constants, no
     interval. ``'roofline'``: the roofline with the constants of
     ``<models_dir>/steptime/roofline_calibration.json`` (rule predict_interval_coverage) when present, else
@@ -115,25 +112,15 @@ def default_step_model(models_dir: Path, data_dir: Path, family: str, specs_rows
 
 
 def auto_step_model(models_dir: Path) -> tuple[str, str]:
-    """(``neighbour`` or ``roofline``, why) for ``--step-model auto`` (see :func:`default_step_model`)."""
-    path = models_dir / "steptime" / FROZEN_STEP_MODELS["neighbour"][0]
-    if not path.exists():
-        return "roofline", f"{path} not found"
-    try:
-        won = bool(json.loads(path.read_text()).get("wins_grouped"))
-    except (OSError, ValueError) as exc:
-        from traintime.core.errors import DataUnavailableError
-
-        raise DataUnavailableError(f"neighbour step model {path} cannot be read ({exc})") from None
-    if won:
-        return "neighbour", f"it beat the calibrated roofline on {RULE_TEXT}"
-    return "roofline", f"the neighbour model did not beat it on {RULE_TEXT}"
+    """(``neighbour`` or ``roofline``, why) for ``--step-model auto``: the rule of :mod:`traintime.core.step_rule`
+    applied to ``<models_dir>/steptime/neighbour_model.json``."""
+    return auto_step(models_dir / "steptime" / NEIGHBOUR_MODEL_FILE)
 
 
 #: frozen JSON step models written by rule predict_step_grouped: --step-model name -> (file, loader)
 FROZEN_STEP_MODELS: dict[str, tuple[str, str]] = {
     "efficiency": ("efficiency_model.json", "traintime.chronos.efficiency_frozen:load_frozen_efficiency"),
-    "neighbour": ("neighbour_model.json", "traintime.chronos.neighbour_frozen:load_frozen_neighbour"),
+    "neighbour": (NEIGHBOUR_MODEL_FILE, "traintime.chronos.neighbour_frozen:load_frozen_neighbour"),
 }
 
 

@@ -59,15 +59,14 @@ def _dag_cost(path: Path) -> str:
 
 
 def _step_rule(path: Path) -> str:
-    """The verdict of the step-model rule recorded in the neighbour model file, and what ``auto`` uses."""
-    import json
+    """The verdict of the step-model rule recorded in the neighbour model file, and what ``auto`` uses
+    (:mod:`traintime.core.step_rule`)."""
+    from traintime.core.step_rule import auto_step, read_verdict, rule_text
 
-    doc = json.loads(path.read_text())
-    won = bool(doc.get("wins_grouped"))
-    protocols = doc.get("rule_protocols")  # recorded by rule predict_step_grouped beside the verdict
-    rule = f"every protocol of the rule ({', '.join(protocols)})" if protocols else "every grouped protocol"
+    won, protocols = read_verdict(path) or (False, None)  # the caller renders only files that exist
+    rule = rule_text(protocols) if protocols else "every grouped protocol"
     return (f"`neighbour` beats `roofline_calibrated` on {rule}: "
-            f"{'yes' if won else 'no'}, so `--step-model auto` uses `{'neighbour' if won else 'roofline'}`.\n")
+            f"{'yes' if won else 'no'}, so `--step-model auto` uses `{auto_step(path)[0]}`.\n")
 
 
 def _console(path: Path) -> str:

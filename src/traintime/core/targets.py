@@ -20,7 +20,6 @@ never a number.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -30,6 +29,7 @@ import numpy as np
 import pandas as pd
 
 from traintime.core.errors import SchemaError
+from traintime.core.step_rule import auto_step
 from traintime.core.verdict import t_interval
 
 NOT_EVALUATED = "not evaluated"
@@ -200,11 +200,9 @@ STEP_TABLE_METHOD = {"neighbour": "neighbour", "roofline": "roofline_calibrated"
 
 
 def auto_step_name(neighbour_model_json: str | Path) -> str:
-    """What ``--step-model auto`` resolves to (``neighbour`` or ``roofline``): the rule of
-    :func:`traintime.predict_step_models.auto_step_model` (the tests check that both agree), read here without
-    importing predict's model code, whose import closure needs torch (this is an analysis-env rule)."""
-    path = Path(neighbour_model_json)
-    return "neighbour" if path.is_file() and json.loads(path.read_text()).get("wins_grouped") else "roofline"
+    """What ``--step-model auto`` resolves to (``neighbour`` or ``roofline``): :func:`traintime.core.step_rule.auto_step`
+    on the neighbour model file of the run."""
+    return auto_step(neighbour_model_json)[0]
 
 
 def step_table_method(step_model: str) -> str:
