@@ -193,7 +193,8 @@ rule chronos_iteration_model:
 
 
 rule chronos_iteration_noise_floor:
-    """Noise floor of the timing labels: the spread of the learning-rate replicates of each workload and GPU."""
+    """Noise floor of the timing labels: the spread of the learning-rate replicates of each workload and GPU; and how
+    well classes of step-time models fit the labels in sample (every GPU included)."""
     input:
         iteration=f"{DATA}/iteration.csv",
         lib=lib("chronos_iteration_noise_floor"),
@@ -201,6 +202,9 @@ rule chronos_iteration_noise_floor:
         csv=report(f"{TABLES}/iteration_noise_floor.csv", caption="../report/iteration_noise_floor.rst",
                    category="CHRONOS iteration time"),
         md=f"{TABLES}/iteration_noise_floor.md",
+        fit_csv=report(f"{TABLES}/iteration_fit_floor.csv", caption="../report/iteration_fit_floor.rst",
+                       category="CHRONOS iteration time"),
+        fit_md=f"{TABLES}/iteration_fit_floor.md",
     log:
         f"{LOGS}/chronos_iteration/noise_floor.log",
     benchmark:
@@ -215,6 +219,7 @@ ALL_TARGETS.extend(
     [
         f"{DATA}/iteration.csv",
         f"{TABLES}/iteration_noise_floor.csv",
+        f"{TABLES}/iteration_fit_floor.csv",
         f"{TABLES}/iteration_per_model_rmse.csv",
         f"{TABLES}/iteration_regressors.csv",
         f"{TABLES}/iteration_grouped_summary.csv",

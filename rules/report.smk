@@ -86,6 +86,7 @@ rule readme_blocks:
                   "convergence_probe_ablation", "convergence_ntk_gap", "convergence_curves",
                   "predict_public_eval", "predict_step_grouped", "end_to_end_out_of_sample",
                   "steptime_host_power_law", "predict_interval_coverage", "iteration_noise_floor",
+                  "iteration_fit_floor",
                   "convergence_limits", "predict_external_eval", "predict_step_batch_scaling",
                   "predict_step_two_label", "issue_targets")],
         predict_example=f"{RESULTS}/predict_cli_example.txt",

@@ -16,6 +16,13 @@ replicates is measurement noise that no model of the step time can explain. Two 
 Targets stated against LOGO or LOMO errors (issue 13: compute time <= 15 %, step time <= 25 %) can only be
 met if they lie above these floors; the tables put the floors next to them so a gap reads as model error,
 not as noise in the labels.
+
+Above the noise, how much of the labels' variation between GPUs a *class* of models can express at all
+(:func:`fit_floor`, table ``iteration_fit_floor``): each class fitted in sample on every row, the held-out GPU
+of a leave-one-GPU-out fold included - a time per workload plus one factor per GPU (a GPU as one speed), per GPU
+and family, per GPU and model, per GPU, model and batch; or a power law per workload in the GPU's specs (the
+functional form of the ``neighbour`` step model). A class whose in-sample error is above a target cannot meet it
+on GPUs it never saw, short of a model outside the class.
 """
 
 from __future__ import annotations
@@ -87,4 +94,98 @@ def replicate_floor(rows: pd.DataFrame, labels: Sequence[str] = LABELS,
                             oracle_mape_pct=float(f["oracle"].mean()),
                             loo_replicate_mape_pct=float(f["loo"].mean()),
                             loo_replicate_median_ape_pct=float(f["loo"].median())))
+    return pd.DataFrame(out)
+
+
+#: spec columns of the per-workload power laws of :func:`fit_floor` (log10 of each)
+POWER_LAW_SPECS: dict[str, tuple[str, ...]] = {
+    "per-workload power law in FP32 peak and bandwidth": ("fp32_gflops", "memory_bandwidth_gbps"),
+    "per-workload power law in FP32 peak, bandwidth and SM count": ("fp32_gflops", "memory_bandwidth_gbps", "sms"),
+}
+#: GPU cells of the additive classes of :func:`fit_floor`: class name -> columns whose values, with the GPU's, form
+#: one cell that gets its own factor (None: the GPU is ignored)
+ADDITIVE_CELLS: dict[str, tuple[str, ...] | None] = {
+    "workload only (the GPU ignored)": None,
+    "workload + GPU": (),
+    "workload + GPU x family": ("family",),
+    "workload + GPU x model": ("model",),
+    "workload + GPU x (model, batch)": ("model", "batch_size"),
+}
+
+
+def _group_mean(ids: np.ndarray, v: np.ndarray, n: int) -> np.ndarray:
+    return np.bincount(ids, weights=v, minlength=n) / np.maximum(np.bincount(ids, minlength=n), 1)
+
+
+def additive_fit(y: np.ndarray, workload: np.ndarray, cell: np.ndarray | None, tol: float = 1e-10,
+                 max_iter: int = 10_000) -> np.ndarray:
+    """Least-squares fit of ``y = a[workload] + b[cell]`` (integer ids; ``cell`` None: ``a`` only) by alternating
+    group means (the two-way fixed-effects solution); returns the fitted values."""
+    nw = int(workload.max()) + 1
+    a = _group_mean(workload, y, nw)
+    if cell is None:
+        return a[workload]
+    nc = int(cell.max()) + 1
+    b = np.zeros(nc)
+    for _ in range(max_iter):
+        b_new = _group_mean(cell, y - a[workload], nc)
+        a = _group_mean(workload, y - b_new[cell], nw)
+        if np.max(np.abs(b_new - b)) < tol:
+            break
+        b = b_new
+    return a[workload] + b_new[cell]
+
+
+def power_law_fit(y: np.ndarray, workload: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Least-squares fit of ``y = c[workload] + x . s[workload]`` (one intercept and one slope per column of ``x`` for
+    every workload; minimum-norm where a workload's GPUs do not determine them); returns the fitted values."""
+    fitted = np.empty(len(y))
+    order = np.argsort(workload, kind="stable")
+    bounds = np.flatnonzero(np.diff(workload[order])) + 1
+    for idx in np.split(order, bounds):
+        design = np.column_stack([np.ones(len(idx)), x[idx]])
+        coef = np.linalg.lstsq(design, y[idx], rcond=None)[0]
+        fitted[idx] = design @ coef
+    return fitted
+
+
+def fit_floor(rows: pd.DataFrame, labels: Sequence[str] = ("compute_time_ms", "step_time_ms"),
+              key: Sequence[str] = REPLICATE_KEY) -> pd.DataFrame:
+    """How well model classes fit the labels *in sample*, every GPU included (module doc of the rule's table).
+
+    A workload is a replicate group without its GPU (``key`` minus ``gpu``). Each class is fitted by least squares in
+    log time on every row (the held-out GPU of a leave-one-GPU-out fold included), and scored by the MAPE of its
+    fitted times, overall and per family. An in-sample fit of a class is optimistic for that class: a model of the
+    class that never saw a GPU does worse on it, up to the distance between least squares in log time and the MAPE
+    optimum. Classes: :data:`ADDITIVE_CELLS` (a factor per workload plus a factor per GPU cell) and
+    :data:`POWER_LAW_SPECS` (per-workload power laws in GPU specs)."""
+    need = [*key, *labels, *{c for cols in POWER_LAW_SPECS.values() for c in cols},
+            *{c for cols in ADDITIVE_CELLS.values() if cols for c in cols}]
+    missing = sorted({c for c in need if c not in rows.columns})
+    if missing:
+        raise SchemaError(f"fit_floor: iteration table lacks column(s) {missing}")
+    wkey = [c for c in key if c != "gpu"]
+    out = []
+    for label in labels:
+        t = rows[np.isfinite(rows[label].to_numpy(dtype=float)) & (rows[label].to_numpy(dtype=float) > 0)]
+        y = np.log(t[label].to_numpy(dtype=float))
+        workload = t.groupby(wkey, dropna=False, sort=True).ngroup().to_numpy()
+        fits: dict[str, tuple[np.ndarray, int]] = {}
+        for name, cols in ADDITIVE_CELLS.items():
+            cell = None if cols is None else t.groupby(["gpu", *cols], dropna=False, sort=True).ngroup().to_numpy()
+            n_par = workload.max() + 1 + (0 if cell is None else cell.max())
+            fits[name] = (additive_fit(y, workload, cell), int(n_par))
+        for name, cols in POWER_LAW_SPECS.items():
+            x = np.log10(t[list(cols)].to_numpy(dtype=float))
+            if not np.isfinite(x).all():
+                raise SchemaError(f"fit_floor: GPU spec column(s) {list(cols)} have missing or non-positive values")
+            fits[name] = (power_law_fit(y, workload, x), int((workload.max() + 1) * (len(cols) + 1)))
+        for name, (fitted, n_par) in fits.items():
+            ape = np.abs(np.exp(fitted - y) - 1.0) * 100.0
+            row = {"label": label, "model_class": name, "parameters": n_par, "rows": len(t),
+                   "workloads": int(workload.max() + 1), "gpus": int(t["gpu"].nunique()),
+                   "mape_pct": float(ape.mean()), "median_ape_pct": float(np.median(ape))}
+            for fam, idx in sorted(t.groupby("family").indices.items()):
+                row[f"mape_pct_{fam}"] = float(ape[idx].mean())
+            out.append(row)
     return pd.DataFrame(out)

@@ -131,6 +131,9 @@ BLOCKS: dict[str, tuple[str, Callable[[Path], str]]] = {
     "iteration-noise-floor": ("tables/iteration_noise_floor.csv", lambda p: _table(
         p, ["label", "family", "rows", "groups", "replicates_per_group", "oracle_mape_pct", "loo_replicate_mape_pct",
             "loo_replicate_median_ape_pct"], digits=".1f")),
+    "iteration-fit-floor": ("tables/iteration_fit_floor.csv", lambda p: _table(
+        p, ["label", "model_class", "parameters", "mape_pct", "median_ape_pct", "mape_pct_CNN", "mape_pct_MLP",
+            "mape_pct_Transformer"], digits=".1f")),
     "predict-example": ("predict_cli_example.txt", lambda p: _console(p)),
     "issue-targets": ("tables/issue_targets.md", lambda p: p.read_text()),
 }
