@@ -146,8 +146,11 @@ def tf32_step_ms(step32: np.ndarray, step16: np.ndarray, conv_share: np.ndarray,
 def _step_ms(w: Workload, gpus: pd.DataFrame, step_model: Any,
              model_kwargs: dict[str, Any] | None) -> tuple[pd.DataFrame, np.ndarray]:
     """(step rows, step ms) of ``w`` on ``gpus``; a ``tf32`` run from its 32- and 16-bit answers
-    (:func:`tf32_step_ms`); a ``bf16`` run on a card without BF16 tensor cores (before Ampere) takes its 32-bit
-    answer (autocast in bfloat16 computes at about the FP32 rate there)."""
+    (:func:`tf32_step_ms`); a ``bf16`` run takes its 16-bit answer on a card with BF16 tensor cores (the step models
+    were fitted on fp32 and fp16 measurements only, and bf16 runs at fp16's tensor-core rate there; asking them for
+    ``bf16`` rows left the batch extrapolation of the measured fp16 network unused, so a bf16 step beyond the largest
+    measured batch grew too slowly) and its 32-bit answer on one without (before Ampere: autocast in bfloat16
+    computes at about the FP32 rate there)."""
     from dataclasses import replace
 
     from traintime.core.gpudb import has_tf32_bf16
@@ -156,10 +159,10 @@ def _step_ms(w: Workload, gpus: pd.DataFrame, step_model: Any,
         rows = step_rows(w, gpus, model_kwargs)
         return rows, np.asarray(step_model.predict(rows), dtype=float)
     if w.precision == "bf16":
-        rows = step_rows(w, gpus, model_kwargs)
+        rows16 = step_rows(replace(w, precision="16"), gpus, model_kwargs)
         rows32 = step_rows(replace(w, precision="32"), gpus, model_kwargs)
-        step = np.where(has_tf32_bf16(gpus), step_model.predict(rows), step_model.predict(rows32))
-        return rows, np.asarray(step, dtype=float)
+        step = np.where(has_tf32_bf16(gpus), step_model.predict(rows16), step_model.predict(rows32))
+        return rows16, np.asarray(step, dtype=float)
     from traintime.chronos.neighbour_frozen import KERNEL_KINDS, KERNEL_SHARE_COLUMNS
 
     rows = step_rows(replace(w, precision="32"), gpus, model_kwargs)
@@ -186,9 +189,13 @@ def precision_notes(w: Workload, gpus: pd.DataFrame) -> list[str]:
     if w.precision == "32" and w.family == "CNN" and ampere.any():
         return [(f"32-bit answers are strict FP32; PyTorch runs convolutions in TF32 by default on Ampere and newer "
                  f"cards ({int(ampere.sum())} of these GPUs): --precision tf32 estimates that")]
-    if w.precision == "bf16" and not ampere.all():
-        return [(f"bf16 on cards without BF16 tensor cores (before Ampere: {int((~ampere).sum())} of these GPUs) runs "
-                 "at about the FP32 rate: their 32-bit step time is shown")]
+    if w.precision == "bf16":
+        notes = [("bf16 step times are the 16-bit answers (the step models were fitted on fp32 and fp16 measurements; "
+                  "bf16 runs at fp16's tensor-core rate, a few per cent slower on the consumer-GPU traces)")]
+        if not ampere.all():
+            notes.append(f"bf16 on cards without BF16 tensor cores (before Ampere: {int((~ampere).sum())} of these "
+                         "GPUs) runs at about the FP32 rate: their 32-bit step time is shown")
+        return notes
     return []
 
 
