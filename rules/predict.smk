@@ -197,7 +197,7 @@ rule predict_step_grouped:
         neighbour_model=f"{RESULTS}/models/steptime/neighbour_model.json",
         chronos_predictions=f"{DATA}/step_grouped_chronos_predictions.csv",
     params:
-        img_px=PUB["img_px"],
+        img_px=PUB["step_img_px"],
         precisions=PUB["precisions"],
         batch_sizes=PUB["batch_sizes"],
         cache_dir=PUB["cache_dir"],

@@ -247,3 +247,20 @@ def test_markdown_says_when_only_the_first_folds_were_scored() -> None:
     assert "TEST CONFIGURATION" not in "\n".join(full)
     assert cut[0] == full[0] and cut[2].startswith("**TEST CONFIGURATION") and "first 3 outer folds" in cut[2]
     assert cut[4:] == full[2:]  # the label and its blank line, nothing else
+
+
+def test_leave_one_input_size_out_holds_out_a_size_everywhere() -> None:
+    rng = np.random.default_rng(4)
+    tr = _rows(["RTX 3060", "RTX 4090"], ["m0", "m1"], rng)
+    ch = _rows(["A100", "T4"], ["c0"], rng).assign(input_px=64)
+    data = both_sources(pd.concat([tr, tr.assign(input_px=64), tr.assign(input_px=128)], ignore_index=True), ch)
+    loso = {p: folds for p, _, folds in protocols(data)}["traces LOSO"]
+    assert [g for g, _, _ in loso] == ["64", "128", "224"]  # by value, not as text
+    src = data["source"].to_numpy()
+    for g, train, test in loso:
+        assert set(data.loc[test, "img_px"]) == {int(g)} and set(data.loc[test, "source"]) == {"traces"}
+        assert not (train & (src == "traces") & (data["img_px"] == int(g)).to_numpy()).any()
+        # a size never measured anywhere: the CHRONOS rows of that size leave the training part too
+        assert (train & (src == "chronos")).sum() == (0 if g == "64" else (src == "chronos").sum())
+    one_size = both_sources(tr, ch)
+    assert "traces LOSO" not in {p for p, _, _ in protocols(one_size)}

@@ -48,10 +48,11 @@ TARGET_MAPE = 25.0
 TARGET_PAIRS = 90.0
 
 
-def trace_subset(traces: pd.DataFrame, img_px: int = 224, precisions: Sequence[str] = ("fp32", "fp16"),
+def trace_subset(traces: pd.DataFrame, img_px: int | Sequence[int] = 224, precisions: Sequence[str] = ("fp32", "fp16"),
                  batch_sizes: Sequence[int] = (16, 64), models: Sequence[str] | None = None) -> pd.DataFrame:
-    """Measured rows of the documented subset (module doc)."""
-    t = traces[(traces["img_px"] == int(img_px)) & traces["precision"].isin(list(precisions))
+    """Measured rows of the documented subset (module doc); ``img_px``: one input size or several."""
+    sizes = [int(img_px)] if isinstance(img_px, (int, np.integer)) else [int(px) for px in img_px]
+    t = traces[traces["img_px"].isin(sizes) & traces["precision"].isin(list(precisions))
                & traces["batch_size"].isin([int(b) for b in batch_sizes])]
     if "oom" in t.columns:
         t = t[~t["oom"].fillna(False).astype(bool)]

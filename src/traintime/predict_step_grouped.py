@@ -2,12 +2,15 @@
 
 Data (compute time: forward + backward + optimizer, no DataLoader wait, on both sources)
     ``traces``: the public consumer-GPU traces in the subset of :mod:`traintime.predict_public_eval` (19 RTX GPUs,
-    60 timm models, 224 px, fp32 + fp16, batch 16 + 64), with the static features of ``predict --no-probe``;
+    60 timm models, 64, 128 and 224 px, fp32 + fp16, batch 16 + 64: config ``predict_public_eval.step_img_px``),
+    with the static features of ``predict --no-probe``;
     ``chronos``: the release's ``compute_time_ms`` rows (:func:`traintime.chronos.roofline_calibration.iteration_step_rows`).
 Protocols (outer folds only; nothing is chosen on a held-out fold; every fit is deterministic, so no seeds)
     ``traces LOGO`` (leave one GPU out), ``traces LOMO`` (leave one model out: the model is also removed from
     CHRONOS when it has the same name), ``traces LOGenO`` (leave one generation out: Ampere / Ada / Blackwell from
-    the RTX series number), ``chronos LOGO`` (leave one CHRONOS GPU out; the same name is removed from the traces
+    the RTX series number), ``traces LOSO`` (leave one input size out, with more than one size: how a traced network
+    fares at an input size never measured - CHRONOS rows of that size leave the training part too; added after the
+    default-model rule was declared, reported beside it), ``chronos LOGO`` (leave one CHRONOS GPU out; the same name is removed from the traces
     too), ``chronos LOMO`` (leave one CHRONOS model out; a trace model of the same name too), ``chronos LODO`` (leave
     one CHRONOS dataset out, all families; the traces name no dataset and stay in every training part; the inner
     choices of the learned models are by GPU and by model, as on the other protocols), ``traces external`` (fitted on CHRONOS only, scored on every trace row: the traces never seen), and
@@ -54,7 +57,7 @@ from traintime.core.step_rule import RULE_PROTOCOLS, RULE_TEXT, wins
 KEY = ["model", "img_px", "batch_size", "precision"]
 #: column the inner folds of a learned model's hardware choice are grouped by, per protocol (default ``gpu``): a
 #: protocol that holds out a whole GPU generation chooses by holding out generations inside its training part too
-INNER_GROUP: dict[str, str] = {"traces LOGenO": "generation"}
+INNER_GROUP: dict[str, str] = {"traces LOGenO": "generation", "traces LOSO": "img_px"}
 #: CHRONOS grouped protocols and their group column (:data:`traintime.chronos.two_label.PROTOCOLS`); on each,
 #: ``roofline_calibrated`` is refitted per family without the held-out group (the saved calibration saw every row)
 CHRONOS_GROUPED: dict[str, str] = {p: group_column(p) for p in CHRONOS_PROTOCOLS}
@@ -103,18 +106,29 @@ def protocols(data: pd.DataFrame, max_folds: int | None = None
     tr = (data["source"] == "traces").to_numpy()
     ch = ~tr
     gpu, model, gen = data["gpu"].astype(str).to_numpy(), data["model"].astype(str).to_numpy(), data["generation"].to_numpy()
+    size = data["img_px"].astype(str).to_numpy()
     # the traces name no dataset (NaN, never held out: always in the training part); neither is a row without one
     dataset = data["dataset"].astype(str).to_numpy() if "dataset" in data else np.full(len(data), "nan")
     out = []
-    for name, col, src in [("traces LOGO", gpu, tr), ("traces LOMO", model, tr), ("traces LOGenO", gen, tr),
+    sizes = [("traces LOSO", size, tr)] if len(np.unique(size[tr])) > 1 else []
+    for name, col, src in [("traces LOGO", gpu, tr), ("traces LOMO", model, tr), ("traces LOGenO", gen, tr), *sizes,
                            ("chronos LOGO", gpu, ch), ("chronos LOMO", model, ch), ("chronos LODO", dataset, ch)]:
-        folds = [(str(g), col != g, src & (col == g)) for g in sorted(np.unique(col[src])) if g != "nan"]
+        folds = [(str(g), col != g, src & (col == g)) for g in sorted(np.unique(col[src]), key=_natural)
+                 if g != "nan"]
         out.append((name, "traces" if src is tr else "chronos", folds[:max_folds] if max_folds else folds))
     out.append(("traces external (fit on CHRONOS only)", "traces", [("all traces", ch, tr)]))
     largest = largest_batch(data)
     for name, src in [("traces largest batch", tr), ("chronos largest batch", ch)]:
         out.append((name, "traces" if src is tr else "chronos", [("largest batch", ~(src & largest), src & largest)]))
     return out
+
+
+def _natural(g: str) -> tuple[int, float | str]:
+    """Sort key: numbers (input sizes) by value, before any name."""
+    try:
+        return (0, float(g))
+    except ValueError:
+        return (1, g)
 
 
 def largest_batch(data: pd.DataFrame) -> np.ndarray:
@@ -351,7 +365,7 @@ def local_fit_rows(iteration: pd.DataFrame, local: pd.DataFrame | None, specs: p
 
 
 def run_step_grouped(traces: pd.DataFrame, iteration: pd.DataFrame, calibration: dict[str, Any] | None,
-                     specs_path: str | None = None, img_px: int = 224, precisions: Any = ("fp32", "fp16"),
+                     specs_path: str | None = None, img_px: Any = (64, 128, 224), precisions: Any = ("fp32", "fp16"),
                      batch_sizes: Any = (16, 64), coverage: float = 0.9, local: pd.DataFrame | None = None,
                      train_on: str = "released_and_local", max_folds: int | None = None
                      ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, dict], str, pd.DataFrame, pd.DataFrame,
@@ -371,13 +385,15 @@ def run_step_grouped(traces: pd.DataFrame, iteration: pd.DataFrame, calibration:
     from traintime.predict_public_eval import trace_subset
 
     specs = gpu_database(specs_path)
-    tr = trace_step_rows(trace_subset(traces, img_px, precisions, batch_sizes), specs)
+    px_list = sorted({int(img_px)} if isinstance(img_px, (int, np.integer)) else {int(px) for px in img_px})
+    sizes = ", ".join(map(str, px_list))
+    tr = trace_step_rows(trace_subset(traces, px_list, precisions, batch_sizes), specs)
     ch = iteration_step_rows(iteration, specs)
     summary, pred = step_grouped_eval(tr, ch, calibration, max_folds=max_folds)
     data = both_sources(tr, ch)
     extra, training_data = local_fit_rows(iteration, local, specs, train_on)
     training_data["released_rows"] = len(data)
-    trained_on = (f"CHRONOS {ch.attrs.get('measured', '')} ({len(ch)} rows) + consumer-GPU traces {img_px} px "
+    trained_on = (f"CHRONOS {ch.attrs.get('measured', '')} ({len(ch)} rows) + consumer-GPU traces {sizes} px "
                   f"({len(tr)} rows)" + (f" + {len(extra)} local rows ({', '.join(training_data['local_gpus'])})"
                                          if len(extra) else ""))
     fit = pd.concat([data, extra.reindex(columns=data.columns)], ignore_index=True) if len(extra) else data
@@ -393,22 +409,25 @@ def run_step_grouped(traces: pd.DataFrame, iteration: pd.DataFrame, calibration:
     for name, per in pred.attrs.get("choices", {}).items():
         frozen[name]["outer_fold_feature_sets"] = per
     cov = pd.concat(covs, ignore_index=True)
-    return (summary, cov, frozen, markdown_grouped(summary, cov, tr.attrs.get("skipped", []), frozen, max_folds),
+    return (summary, cov, frozen, markdown_grouped(summary, cov, tr.attrs.get("skipped", []), frozen, max_folds,
+                                                   sizes),
             summarise_folds(data, pred), errors_by_batch_scaling(data, pred), chronos_predictions(data, pred))
 
 
 def markdown_grouped(summary: pd.DataFrame, cov: pd.DataFrame, skipped: list[str], frozen: dict[str, dict],
-                     max_folds: int | None = None) -> str:
+                     max_folds: int | None = None, trace_sizes: str = "224") -> str:
     lines = ["# Step-time models of `traintime predict` on grouped outer folds, both data sources", ""]
     if max_folds:  # tests only (protocols)
         lines += [(f"**TEST CONFIGURATION (predict_public_eval.test_only.max_outer_folds = {max_folds}): only the first "
                    f"{max_folds} outer folds of each protocol are scored - these are not the protocols' results.**"), ""]
     lines += [
-             "Compute time (forward + backward + optimizer). Traces: public consumer-GPU traces, 224 px, fp32 + fp16, "
+             "Compute time (forward + backward + optimizer). Traces: public consumer-GPU traces, "
+             f"{trace_sizes} px, fp32 + fp16, "
              "batch 16 + 64; CHRONOS: the release's compute_time_ms. `efficiency` and `neighbour` are fitted on the "
              "training part of both sources (equal weight per source), `*_chronos_only` on its CHRONOS part only. "
              "The feature set of `efficiency` (base / kernel) is chosen inside each outer fold by inner 3-fold "
-             "GroupKFold by GPU (by GPU generation on traces LOGenO) on the training part; `neighbour` (hardware "
+             "GroupKFold by GPU (by GPU generation on traces LOGenO, by input size on traces LOSO) on the training "
+             "part; `neighbour` (hardware "
              "log-linear; a workload never measured takes a ridge trend in its descriptors plus the residuals of its "
              "k = 5 nearest measured workloads) chooses its hardware features (with or without the SM count, the "
              "L2 size and the 16-bit matrix peak) and the ridge strength of per-workload slopes in log peak / bandwidth (off, 1, 3, 10) the same "
@@ -418,7 +437,9 @@ def markdown_grouped(summary: pd.DataFrame, cov: pd.DataFrame, skipped: list[str
              "`roofline_calibrated` is predict's roofline (CHRONOS only; refitted per family without the held-out "
              "GPU, model or dataset on the CHRONOS protocols), "
              "`roofline_assumed` fits nothing. Every fit is deterministic (no seeds). `chronos LOMO` / `chronos LODO` "
-             "(leave one CHRONOS model / dataset out) were added after the default-model rule below was declared: "
+             "(leave one CHRONOS model / dataset out) and `traces LOSO` (leave one trace input size out: a traced "
+             "network at an input size never measured; CHRONOS rows of that size, 64 px, leave the training part "
+             "too) were added after the default-model rule below was declared: "
              "reported beside it, not part of it. `traces external`: fitted on "
              "all of CHRONOS, scored on every trace row. `* largest batch`: each network's (model, input size, "
              "precision) largest measured batch held out, all other rows of both sources fitted on - how a measured "
