@@ -264,3 +264,18 @@ def test_leave_one_input_size_out_holds_out_a_size_everywhere() -> None:
         assert (train & (src == "chronos")).sum() == (0 if g == "64" else (src == "chronos").sum())
     one_size = both_sources(tr, ch)
     assert "traces LOSO" not in {p for p, _, _ in protocols(one_size)}
+
+
+def test_errors_by_size_splits_the_trace_protocols_by_input_size() -> None:
+    from traintime.predict_step_grouped import errors_by_size
+
+    rng = np.random.default_rng(5)
+    tr = _rows(["RTX 3060", "RTX 4090"], ["m0"], rng)
+    data = both_sources(pd.concat([tr.assign(input_px=224), tr.assign(input_px=64)], ignore_index=True),
+                        _rows(["A100"], ["c0"], rng))
+    n = len(tr)
+    pred = pd.DataFrame({"protocol": "traces LOGO", "fold": "g", "method": "m", "row": np.arange(2 * n),
+                         "pred_ms": data["measured_ms"].to_numpy()[:2 * n] * np.r_[np.full(n, 1.5), np.full(n, 1.0)]})
+    out = errors_by_size(data, pred)
+    assert out["img_px"].tolist() == [64, 224] and out["rows"].tolist() == [n, n]
+    np.testing.assert_allclose(out["mape_pct"], [0.0, 50.0])

@@ -20,6 +20,13 @@ traintime.chronos.batch_scaling): s near 0 = the step takes the same time at eve
 the host that no GPU spec describes. A diagnostic read from the held-out GPU's own measurements, not a model feature.
 """
 
+SIZES_NOTE = """
+Out-of-fold compute-time errors of results/tables/predict_step_grouped.md on the trace protocols, per input size of
+the scored rows (the step models are fitted on the traces at every size of predict_public_eval.step_img_px and on
+CHRONOS). `traces LOSO` holds out one input size (and the CHRONOS rows of that size): a network at a size never
+measured. `traces largest batch` at a small size leaves one measured batch to extrapolate from.
+"""
+
 
 def main(snakemake):
     p = snakemake.params
@@ -28,7 +35,7 @@ def main(snakemake):
 
     cal = json.loads(Path(snakemake.input.calibration).read_text())
     local = read_csv(snakemake.input.local, low_memory=False) if "local" in snakemake.input.keys() else None
-    summary, cov, frozen, md, folds, scaling, chronos_oof = run_step_grouped(
+    summary, cov, frozen, md, folds, scaling, chronos_oof, sizes = run_step_grouped(
         read_csv(snakemake.input.traces), read_csv(snakemake.input.iteration, low_memory=False), cal, p.gpu_specs,
         p.img_px, p.precisions, p.batch_sizes, p.coverage, local=local, train_on=p.train_on,
         max_folds=p.max_outer_folds)
@@ -41,6 +48,8 @@ def main(snakemake):
     write_table(scaling, snakemake.output.scaling_csv, snakemake.output.scaling_md,
                 title="Step-time errors by how the measured time grows with batch (leave-one-GPU-out outer folds)",
                 note=SCALING_NOTE)
+    write_table(sizes, snakemake.output.sizes_csv, snakemake.output.sizes_md,
+                title="Step-time errors of the trace protocols per input size", note=SIZES_NOTE)
     for name, path in [("efficiency", snakemake.output.model), ("neighbour", snakemake.output.neighbour_model)]:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
         Path(path).write_text(json.dumps(frozen[name], indent=1) + "\n")

@@ -258,6 +258,19 @@ def summarise_folds(data: pd.DataFrame, pred: pd.DataFrame,
     return out
 
 
+#: the trace protocols broken down by input size (:func:`errors_by_size`)
+SIZE_PROTOCOLS: tuple[str, ...] = ("traces LOGO", "traces LOMO", "traces LOGenO", "traces LOSO", "traces largest batch")
+
+
+def errors_by_size(data: pd.DataFrame, pred: pd.DataFrame, protocols: tuple[str, ...] = SIZE_PROTOCOLS) -> pd.DataFrame:
+    """:func:`summarise_folds` of the trace protocols per method and input size (``img_px``) of the scored rows, in
+    the order of ``pred``: how each size fares when the step models are fitted on several."""
+    out = summarise_folds(data, pred, protocols, by=("img_px",), sort=False)
+    block = out.groupby(["protocol", "method"], sort=False).ngroup()  # first-appearance order of pred
+    return (out.assign(_block=block).sort_values(["_block", "img_px"], kind="stable").drop(columns="_block")
+            .reset_index(drop=True))
+
+
 def errors_by_batch_scaling(data: pd.DataFrame, pred: pd.DataFrame,
                             protocols: tuple[str, ...] = ("chronos LOGO", "traces LOGO")) -> pd.DataFrame:
     """:func:`summarise_folds` per protocol, method and batch-scaling class of the row
@@ -369,12 +382,12 @@ def run_step_grouped(traces: pd.DataFrame, iteration: pd.DataFrame, calibration:
                      batch_sizes: Any = (16, 64), coverage: float = 0.9, local: pd.DataFrame | None = None,
                      train_on: str = "released_and_local", max_folds: int | None = None
                      ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, dict], str, pd.DataFrame, pd.DataFrame,
-                                pd.DataFrame]:
+                                pd.DataFrame, pd.DataFrame]:
     """(summary, interval coverage, {"efficiency": frozen JSON, "neighbour": frozen JSON} each fitted on all rows
     of both sources (plus the merged ``local`` rows on GPUs with specs, per ``train_on``: :func:`local_fit_rows`)
     with its conformal half-width, markdown, per-fold breakdown of the LOGO protocols, their errors
     by how the measured time grows with batch: :func:`errors_by_batch_scaling`, the CHRONOS out-of-fold
-    predictions: :func:`chronos_predictions`). ``max_folds`` (tests only): :func:`protocols`, said in the markdown."""
+    predictions: :func:`chronos_predictions`, the trace protocols per input size: :func:`errors_by_size`). ``max_folds`` (tests only): :func:`protocols`, said in the markdown."""
     from traintime.chronos.efficiency_step import (
         NestedEfficiencyStepTime,
         source_weights,
@@ -411,7 +424,8 @@ def run_step_grouped(traces: pd.DataFrame, iteration: pd.DataFrame, calibration:
     cov = pd.concat(covs, ignore_index=True)
     return (summary, cov, frozen, markdown_grouped(summary, cov, tr.attrs.get("skipped", []), frozen, max_folds,
                                                    sizes),
-            summarise_folds(data, pred), errors_by_batch_scaling(data, pred), chronos_predictions(data, pred))
+            summarise_folds(data, pred), errors_by_batch_scaling(data, pred), chronos_predictions(data, pred),
+            errors_by_size(data, pred))
 
 
 def markdown_grouped(summary: pd.DataFrame, cov: pd.DataFrame, skipped: list[str], frozen: dict[str, dict],
