@@ -266,6 +266,7 @@ def errors_by_size(data: pd.DataFrame, pred: pd.DataFrame, protocols: tuple[str,
     """:func:`summarise_folds` of the trace protocols per method and input size (``img_px``) of the scored rows, in
     the order of ``pred``: how each size fares when the step models are fitted on several."""
     out = summarise_folds(data, pred, protocols, by=("img_px",), sort=False)
+    out["img_px"] = out["img_px"].astype(int)
     block = out.groupby(["protocol", "method"], sort=False).ngroup()  # first-appearance order of pred
     return (out.assign(_block=block).sort_values(["_block", "img_px"], kind="stable").drop(columns="_block")
             .reset_index(drop=True))
@@ -463,8 +464,12 @@ def markdown_grouped(summary: pd.DataFrame, cov: pd.DataFrame, skipped: list[str
              "batches (a fixed cost per step plus a cost per sample; `batch_edge` affine, traintime.chronos."
              "neighbour_batch; a network never measured keeps the global rule); `neighbour_network_edge` holds the efficiency measured at that batch, "
              "`neighbour_global_edge` the efficiency at the edge of all data (the rule before the affine one, which "
-             "was adopted because it is the best of the three on both largest-batch rows: these rows are its "
-             "evidence, not an independent test). Wall time: results/tables/dag_cost.csv.", "",
+             "was adopted when the traces held 224 px only, where it was the best of the three on both largest-batch "
+             "rows: these rows were its evidence, not an independent test). With the traces at 64 and 128 px too, a "
+             "trace network has one measured batch left when its largest is held out, and the affine rule then grows "
+             "in proportion from it, which overstates the small-input steps whose time is mostly a fixed cost per "
+             "step (per input size: results/tables/predict_step_grouped_sizes.md); predict's networks are measured "
+             "at two or more batches. Wall time: results/tables/dag_cost.csv.", "",
              "| protocol | method | rows | folds | GPUs | models | MAPE % | median APE % | pairs right % | pred / measured |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for _, r in summary.iterrows():
