@@ -114,10 +114,12 @@ def test_interval_half_width_by_source_of_the_nearest_workload_and_wider_for_uns
                                         "by_source": {"chronos": {"step_log_halfwidth": 0.7},
                                                       "traces": {"step_log_halfwidth": 0.2}}}}
     frozen = FrozenNeighbour(doc)
-    seen_traces, seen_chronos = synthetic_rows([4], ["A"]), synthetic_rows([1], ["B"])
+    seen_traces, seen_chronos = synthetic_rows([4], ["A"]), synthetic_rows([1], ["B"]).assign(source="chronos")
     assert set(frozen.nearest_source(seen_traces)) == {"traces"}
     assert frozen.step_log_halfwidth(seen_traces, 0.9) == 0.2
     assert frozen.step_log_halfwidth(seen_chronos, 0.9) == 0.7
+    # a predict query names no source: it is answered as the traces' host measured, where m1 never was
+    assert frozen.step_log_halfwidth(seen_chronos.drop(columns="source"), 0.9) == 0.9
     assert frozen.step_log_halfwidth(synthetic_rows([3], ["A"]), 0.9) == 0.9  # never measured
     assert np.isnan(frozen.step_log_halfwidth(seen_traces, 0.8))  # calibrated at another coverage
 
@@ -430,3 +432,16 @@ def test_unique_rows_is_numpys_unique_by_rows(n, d, seed, with_nan):
     np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(got_inv, np.asarray(want_inv).reshape(-1))
     np.testing.assert_array_equal(got[got_inv], z)
+
+
+def test_a_query_is_answered_as_the_traces_host_measured() -> None:
+    """The CHRONOS hosts add a fixed factor here (x3, synthetic): a workload measured only there, asked without a
+    source (a predict query), comes out near the traces' regime, while asked as a CHRONOS row it keeps its own time."""
+    train = synthetic_rows(list(range(8)), ["A", "B", "C", "D"])
+    train["source"] = np.where(train["model"].isin(["m1", "m3", "m5"]), "chronos", "traces")
+    y = true_ms(train) * np.where(train["source"] == "chronos", 3.0, 1.0)
+    m = NeighbourStepTime(alpha=0.0).fit(train, y)
+    query = synthetic_rows([3], ["D"])
+    np.testing.assert_allclose(m.predict(query.assign(source="chronos")), 3.0 * true_ms(query), rtol=1e-6)
+    ratio = m.predict(query) / true_ms(query)
+    assert np.all((ratio > 0.7) & (ratio < 1.4))  # the traces' regime, not the CHRONOS hosts' x3

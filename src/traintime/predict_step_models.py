@@ -155,4 +155,7 @@ def frozen_step_model(models_dir: Path, coverage: float, name: str = "efficiency
     notes = [f"step-time model (--step-model {name}): {m.label}; {m.params.get('rows')} rows ({path})",
              f"step interval: {how}" if q == q
              else f"step interval: none (calibrated at coverage {conf.get('coverage')}, asked {coverage})"]
+    if "chronos_host" in (m.params.get("descriptors") or []):
+        notes.append("step time as the consumer-GPU traces' host measures it; the CHRONOS release's cloud hosts add a "
+                     "fixed cost per step (results/tables/predict_step_batch_scaling.md)")
     return m, q, notes
