@@ -48,11 +48,15 @@ TARGET_MAPE = 25.0
 TARGET_PAIRS = 90.0
 
 
+def input_sizes(img_px: int | Sequence[int]) -> list[int]:
+    """One input size or several (config ``img_px`` / ``step_img_px``) as a sorted list of distinct ints."""
+    return sorted({int(img_px)} if isinstance(img_px, (int, np.integer)) else {int(px) for px in img_px})
+
+
 def trace_subset(traces: pd.DataFrame, img_px: int | Sequence[int] = 224, precisions: Sequence[str] = ("fp32", "fp16"),
                  batch_sizes: Sequence[int] = (16, 64), models: Sequence[str] | None = None) -> pd.DataFrame:
     """Measured rows of the documented subset (module doc); ``img_px``: one input size or several."""
-    sizes = [int(img_px)] if isinstance(img_px, (int, np.integer)) else [int(px) for px in img_px]
-    t = traces[traces["img_px"].isin(sizes) & traces["precision"].isin(list(precisions))
+    t = traces[traces["img_px"].isin(input_sizes(img_px)) & traces["precision"].isin(list(precisions))
                & traces["batch_size"].isin([int(b) for b in batch_sizes])]
     if "oom" in t.columns:
         t = t[~t["oom"].fillna(False).astype(bool)]

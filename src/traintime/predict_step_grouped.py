@@ -396,12 +396,11 @@ def run_step_grouped(traces: pd.DataFrame, iteration: pd.DataFrame, calibration:
     from traintime.chronos.neighbour_step import NestedNeighbourStepTime
     from traintime.chronos.roofline_calibration import iteration_step_rows
     from traintime.core.gpudb import gpu_database
-    from traintime.predict_public_eval import trace_subset
+    from traintime.predict_public_eval import input_sizes, trace_subset
 
     specs = gpu_database(specs_path)
-    px_list = sorted({int(img_px)} if isinstance(img_px, (int, np.integer)) else {int(px) for px in img_px})
-    sizes = ", ".join(map(str, px_list))
-    tr = trace_step_rows(trace_subset(traces, px_list, precisions, batch_sizes), specs)
+    sizes = ", ".join(map(str, input_sizes(img_px)))
+    tr = trace_step_rows(trace_subset(traces, img_px, precisions, batch_sizes), specs)
     ch = iteration_step_rows(iteration, specs)
     summary, pred = step_grouped_eval(tr, ch, calibration, max_folds=max_folds)
     data = both_sources(tr, ch)
