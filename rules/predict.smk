@@ -208,6 +208,7 @@ rule predict_step_grouped:
         gpu_specs=config["gpu_specs"],
         train_on=config["collect"]["train_on"],
         max_outer_folds=PUB["test_only"]["max_outer_folds"],
+        lomo_model_groups=PUB["lomo_model_groups"],
     priority: LONGEST_JOB_PATH
     threads: 1
     log:

@@ -279,3 +279,27 @@ def test_errors_by_size_splits_the_trace_protocols_by_input_size() -> None:
     out = errors_by_size(data, pred)
     assert out["img_px"].tolist() == [64, 224] and out["rows"].tolist() == [n, n]
     np.testing.assert_allclose(out["mape_pct"], [0.0, 50.0])
+
+
+def test_lomo_model_groups_score_every_model_once_never_fitted_on() -> None:
+    """predict_public_eval.lomo_model_groups: groups of trace models held out, each model in exactly one test fold,
+    its CHRONOS rows of the same name out of that fold's training part; null (None) is one model per fold."""
+    from traintime.core.errors import ConfigError
+    from traintime.predict_step_grouped import model_group
+
+    rng = np.random.default_rng(5)
+    models = [f"m{i}" for i in range(7)]
+    data = both_sources(_rows(["RTX 3080", "RTX 4090"], models, rng), _rows(["T4", "A100"], ["m1", "c2"], rng))
+    per_model = {p: fs for p, _, fs in protocols(data)}["traces LOMO"]
+    grouped = {p: fs for p, _, fs in protocols(data, model_groups=3)}["traces LOMO"]
+    assert [g for g, _, _ in per_model] == models
+    assert [g for g, _, _ in grouped] == ["models 1/3", "models 2/3", "models 3/3"]
+    tested = [set(data.loc[test, "model"]) for _, _, test in grouped]
+    assert tested == [{"m0", "m3", "m6"}, {"m1", "m4"}, {"m2", "m5"}]  # names in order, dealt round-robin
+    for (_, train, test), held in zip(grouped, tested):
+        assert set(data.loc[test, "source"]) == {"traces"}
+        assert not set(data.loc[train, "model"]) & held  # m1's CHRONOS rows leave with it
+    assert (data.loc[grouped[1][1], "model"] == "c2").any()  # a CHRONOS-only model is never held out
+    assert {p: len(fs) for p, _, fs in protocols(data, model_groups=7)} == {p: len(fs) for p, _, fs in protocols(data)}
+    with pytest.raises(ConfigError, match="lomo_model_groups = 1"):
+        model_group(data["model"].to_numpy(), (data["source"] == "traces").to_numpy(), 1)

@@ -38,7 +38,7 @@ def main(snakemake):
     summary, cov, frozen, md, folds, scaling, chronos_oof, sizes = run_step_grouped(
         read_csv(snakemake.input.traces), read_csv(snakemake.input.iteration, low_memory=False), cal, p.gpu_specs,
         p.img_px, p.precisions, p.batch_sizes, p.coverage, local=local, train_on=p.train_on,
-        max_folds=p.max_outer_folds)
+        max_folds=p.max_outer_folds, model_groups=p.lomo_model_groups)
     summary.to_csv(snakemake.output.csv, index=False)
     write_csv(chronos_oof, snakemake.output.chronos_predictions)
     cov.to_csv(snakemake.output.coverage_csv, index=False)

@@ -7,7 +7,8 @@ Data (compute time: forward + backward + optimizer, no DataLoader wait, on both 
     ``chronos``: the release's ``compute_time_ms`` rows (:func:`traintime.chronos.roofline_calibration.iteration_step_rows`).
 Protocols (outer folds only; nothing is chosen on a held-out fold; every fit is deterministic, so no seeds)
     ``traces LOGO`` (leave one GPU out), ``traces LOMO`` (leave one model out: the model is also removed from
-    CHRONOS when it has the same name), ``traces LOGenO`` (leave one generation out: Ampere / Ada / Blackwell from
+    CHRONOS when it has the same name; or, with config ``predict_public_eval.lomo_model_groups``, one of that many
+    groups of models out: :func:`model_group`), ``traces LOGenO`` (leave one generation out: Ampere / Ada / Blackwell from
     the RTX series number), ``traces LOSO`` (leave one input size out, with more than one size: how a traced network
     fares at an input size never measured - CHRONOS rows of that size leave the training part too; added after the
     default-model rule was declared, reported beside it), ``chronos LOGO`` (leave one CHRONOS GPU out; the same name is removed from the traces
@@ -98,20 +99,24 @@ def both_sources(trace_rows: pd.DataFrame, chronos_rows: pd.DataFrame) -> pd.Dat
     return d
 
 
-def protocols(data: pd.DataFrame, max_folds: int | None = None
+def protocols(data: pd.DataFrame, max_folds: int | None = None, model_groups: int | None = None
               ) -> list[tuple[str, str, list[tuple[str, np.ndarray, np.ndarray]]]]:
     """(protocol, scored source, folds [(held-out group, train mask, test mask)]) of the module doc. ``max_folds``
     (tests only: config ``predict_public_eval.test_only.max_outer_folds``) keeps the first folds of each protocol
-    (groups in sorted order): fewer rows scored, so the tables are no longer the protocols' results."""
+    (groups in sorted order): fewer rows scored, so the tables are no longer the protocols' results.
+    ``model_groups`` (config ``predict_public_eval.lomo_model_groups``; None = one model per fold): ``traces LOMO``
+    holds out that many groups of trace models instead (:func:`model_group`), each model still in exactly one test
+    fold and never in its training part."""
     tr = (data["source"] == "traces").to_numpy()
     ch = ~tr
     gpu, model, gen = data["gpu"].astype(str).to_numpy(), data["model"].astype(str).to_numpy(), data["generation"].to_numpy()
+    trace_model = model_group(model, tr, model_groups)
     size = data["img_px"].astype(str).to_numpy()
     # the traces name no dataset (NaN, never held out: always in the training part); neither is a row without one
     dataset = data["dataset"].astype(str).to_numpy() if "dataset" in data else np.full(len(data), "nan")
     out = []
     sizes = [("traces LOSO", size, tr)] if len(np.unique(size[tr])) > 1 else []
-    for name, col, src in [("traces LOGO", gpu, tr), ("traces LOMO", model, tr), ("traces LOGenO", gen, tr), *sizes,
+    for name, col, src in [("traces LOGO", gpu, tr), ("traces LOMO", trace_model, tr), ("traces LOGenO", gen, tr), *sizes,
                            ("chronos LOGO", gpu, ch), ("chronos LOMO", model, ch), ("chronos LODO", dataset, ch)]:
         folds = [(str(g), col != g, src & (col == g)) for g in sorted(np.unique(col[src]), key=_natural)
                  if g != "nan"]
@@ -121,6 +126,22 @@ def protocols(data: pd.DataFrame, max_folds: int | None = None
     for name, src in [("traces largest batch", tr), ("chronos largest batch", ch)]:
         out.append((name, "traces" if src is tr else "chronos", [("largest batch", ~(src & largest), src & largest)]))
     return out
+
+
+def model_group(model: np.ndarray, scored: np.ndarray, groups: int | None) -> np.ndarray:
+    """The held-out unit of ``traces LOMO`` per row: the model name, or with ``groups`` (fewer than the models of
+    the ``scored`` rows) ``models i/groups`` - the scored source's models in name order dealt round-robin into
+    ``groups`` folds (deterministic; a model's CHRONOS rows of the same name go with it). Rows whose model the scored
+    source lacks keep their name, so they are never held out."""
+    names = sorted(np.unique(model[scored]))
+    if not groups or groups >= len(names):
+        return model
+    if groups < 2:
+        from traintime.core.errors import ConfigError
+
+        raise ConfigError(f"predict_public_eval.lomo_model_groups = {groups}: need at least 2 groups (or null)")
+    fold = {m: f"models {i % groups + 1}/{groups}" for i, m in enumerate(names)}
+    return np.array([fold.get(m, m) for m in model], dtype=object)
 
 
 def _natural(g: str) -> tuple[int, float | str]:
@@ -157,11 +178,11 @@ def _calibrated(calibration: dict[str, Any] | None, rows: pd.DataFrame) -> np.nd
 
 def grouped_predictions(data: pd.DataFrame, calibration: dict[str, Any] | None,
                         factory: Callable[[], Any] | None = None,
-                        neighbour_factory: Callable[[], Any] | None = None, max_folds: int | None = None
-                        ) -> pd.DataFrame:
+                        neighbour_factory: Callable[[], Any] | None = None, max_folds: int | None = None,
+                        model_groups: int | None = None) -> pd.DataFrame:
     """Out-of-fold predictions of every method and protocol (module doc); ``factory`` builds the efficiency
     model (default ``NestedEfficiencyStepTime()``), ``neighbour_factory`` the neighbour model (default
-    ``NestedNeighbourStepTime()``; tests pass spies); ``max_folds``: :func:`protocols` (tests only).
+    ``NestedNeighbourStepTime()``; tests pass spies); ``max_folds`` (tests only), ``model_groups``: :func:`protocols`.
     Columns: protocol, fold, method, row, pred_ms."""
     from traintime.chronos.efficiency_step import (
         NestedEfficiencyStepTime,
@@ -185,7 +206,7 @@ def grouped_predictions(data: pd.DataFrame, calibration: dict[str, Any] | None,
                 refitted[proto][data.index.get_indexer(idx)] = logo_step_predictions(r, by=by)
     calibrated = _calibrated(calibration, data)
     out, choices = [], {}  # choices: method -> protocol -> {feature set chosen by the inner CV: outer folds}
-    for proto, _, folds in protocols(data, max_folds):
+    for proto, _, folds in protocols(data, max_folds, model_groups):
         external = proto.startswith("traces external")
         for group, train, test in folds:
             idx = np.flatnonzero(test)
@@ -299,11 +320,12 @@ def chronos_predictions(data: pd.DataFrame, pred: pd.DataFrame) -> pd.DataFrame:
 
 def step_grouped_eval(trace_rows: pd.DataFrame, chronos_rows: pd.DataFrame, calibration: dict[str, Any] | None,
                       factory: Callable[[], Any] | None = None,
-                      neighbour_factory: Callable[[], Any] | None = None, max_folds: int | None = None
-                      ) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(summary, out-of-fold predictions) of the module doc (``max_folds``: :func:`protocols`, tests only)."""
+                      neighbour_factory: Callable[[], Any] | None = None, max_folds: int | None = None,
+                      model_groups: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(summary, out-of-fold predictions) of the module doc (``max_folds``, tests only, and ``model_groups``:
+    :func:`protocols`)."""
     data = both_sources(trace_rows, chronos_rows)
-    pred = grouped_predictions(data, calibration, factory, neighbour_factory, max_folds)
+    pred = grouped_predictions(data, calibration, factory, neighbour_factory, max_folds, model_groups)
     return summarise_grouped(data, pred), pred
 
 
@@ -381,14 +403,15 @@ def local_fit_rows(iteration: pd.DataFrame, local: pd.DataFrame | None, specs: p
 def run_step_grouped(traces: pd.DataFrame, iteration: pd.DataFrame, calibration: dict[str, Any] | None,
                      specs_path: str | None = None, img_px: Any = (64, 128, 224), precisions: Any = ("fp32", "fp16"),
                      batch_sizes: Any = (16, 64), coverage: float = 0.9, local: pd.DataFrame | None = None,
-                     train_on: str = "released_and_local", max_folds: int | None = None
-                     ) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, dict], str, pd.DataFrame, pd.DataFrame,
+                     train_on: str = "released_and_local", max_folds: int | None = None,
+                     model_groups: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, dict], str, pd.DataFrame, pd.DataFrame,
                                 pd.DataFrame, pd.DataFrame]:
     """(summary, interval coverage, {"efficiency": frozen JSON, "neighbour": frozen JSON} each fitted on all rows
     of both sources (plus the merged ``local`` rows on GPUs with specs, per ``train_on``: :func:`local_fit_rows`)
     with its conformal half-width, markdown, per-fold breakdown of the LOGO protocols, their errors
     by how the measured time grows with batch: :func:`errors_by_batch_scaling`, the CHRONOS out-of-fold
-    predictions: :func:`chronos_predictions`, the trace protocols per input size: :func:`errors_by_size`). ``max_folds`` (tests only): :func:`protocols`, said in the markdown."""
+    predictions: :func:`chronos_predictions`, the trace protocols per input size: :func:`errors_by_size`). ``max_folds`` (tests only) and ``model_groups``:
+    :func:`protocols`, both said in the markdown."""
     from traintime.chronos.efficiency_step import (
         NestedEfficiencyStepTime,
         source_weights,
@@ -402,7 +425,7 @@ def run_step_grouped(traces: pd.DataFrame, iteration: pd.DataFrame, calibration:
     sizes = ", ".join(map(str, input_sizes(img_px)))
     tr = trace_step_rows(trace_subset(traces, img_px, precisions, batch_sizes), specs)
     ch = iteration_step_rows(iteration, specs)
-    summary, pred = step_grouped_eval(tr, ch, calibration, max_folds=max_folds)
+    summary, pred = step_grouped_eval(tr, ch, calibration, max_folds=max_folds, model_groups=model_groups)
     data = both_sources(tr, ch)
     extra, training_data = local_fit_rows(iteration, local, specs, train_on)
     training_data["released_rows"] = len(data)
@@ -423,13 +446,13 @@ def run_step_grouped(traces: pd.DataFrame, iteration: pd.DataFrame, calibration:
         frozen[name]["outer_fold_feature_sets"] = per
     cov = pd.concat(covs, ignore_index=True)
     return (summary, cov, frozen, markdown_grouped(summary, cov, tr.attrs.get("skipped", []), frozen, max_folds,
-                                                   sizes),
+                                                   sizes, model_groups),
             summarise_folds(data, pred), errors_by_batch_scaling(data, pred), chronos_predictions(data, pred),
             errors_by_size(data, pred))
 
 
 def markdown_grouped(summary: pd.DataFrame, cov: pd.DataFrame, skipped: list[str], frozen: dict[str, dict],
-                     max_folds: int | None = None, trace_sizes: str = "224") -> str:
+                     max_folds: int | None = None, trace_sizes: str = "224", model_groups: int | None = None) -> str:
     lines = ["# Step-time models of `traintime predict` on grouped outer folds, both data sources", ""]
     if max_folds:  # tests only (protocols)
         lines += [(f"**TEST CONFIGURATION (predict_public_eval.test_only.max_outer_folds = {max_folds}): only the first "
@@ -468,7 +491,10 @@ def markdown_grouped(summary: pd.DataFrame, cov: pd.DataFrame, skipped: list[str
              "trace network has one measured batch left when its largest is held out, and the affine rule then grows "
              "in proportion from it, which overstates the small-input steps whose time is mostly a fixed cost per "
              "step (per input size: results/tables/predict_step_grouped_sizes.md); predict's networks are measured "
-             "at two or more batches. Wall time: results/tables/dag_cost.csv.", "",
+             "at two or more batches. Wall time: results/tables/dag_cost.csv."
+             + (f" `traces LOMO` holds out {model_groups} groups of trace models (names in order, dealt round-robin; "
+                "predict_public_eval.lomo_model_groups, null = one model per fold): every model is scored once, by "
+                "models fitted without it." if model_groups else ""), "",
              "| protocol | method | rows | folds | GPUs | models | MAPE % | median APE % | pairs right % | pred / measured |",
              "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for _, r in summary.iterrows():
