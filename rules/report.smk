@@ -88,7 +88,7 @@ rule readme_blocks:
                   "steptime_host_power_law", "predict_interval_coverage", "iteration_noise_floor",
                   "iteration_fit_floor",
                   "convergence_limits", "predict_external_eval", "predict_step_batch_scaling",
-                  "predict_step_two_label", "issue_targets")],
+                  "predict_step_two_label", "predict_step_interior_batch", "issue_targets")],
         predict_example=f"{RESULTS}/predict_cli_example.txt",
         step_rule=f"{RESULTS}/models/steptime/neighbour_model.json",
         step_intervals=f"{TABLES}/predict_step_grouped_coverage.csv",

@@ -373,6 +373,28 @@ def test_affine_rule_extends_the_line_through_the_two_largest_measured_batches()
     np.testing.assert_allclose(frozen.predict(_at_batch(q64, 1024)), m.predict(_at_batch(q64, 1024)), rtol=1e-9)
 
 
+def test_affine_rule_draws_the_line_between_two_measured_batches() -> None:
+    """Between its network's measured batches 16 and 64 a row's time is the line between the model's own times there,
+    per GPU (rising with batch); at a measured batch and for a network never measured nothing changes; without the
+    affine rule the asked batch is an unmeasured workload, off that line (the neighbours' residuals, no slopes)."""
+    train = synthetic_rows([0, 1, 2, 4, 5], list(GPUS))
+    y = true_ms(train) * np.exp(0.2 * np.sin(np.arange(len(train))))  # per-row noise: the line is not the law
+    m = NeighbourStepTime().fit(train, y)
+    glob = NeighbourStepTime(batch_edge="global").fit(train, y)
+    q = synthetic_rows([2], list(GPUS))
+    q16, q64 = q[q["batch_size"] == 16].reset_index(drop=True), q[q["batch_size"] == 64].reset_index(drop=True)
+    t16, t64 = m.predict(q16), m.predict(q64)
+    for b in (24, 32, 48):
+        np.testing.assert_allclose(m.predict(_at_batch(q16, b)), t16 + (t64 - t16) * (b - 16) / 48, rtol=1e-9)
+    assert (m.predict(_at_batch(q16, 32)) > t16).all() and (m.predict(_at_batch(q16, 32)) < t64).all()
+    assert not np.allclose(glob.predict(_at_batch(q16, 32)), m.predict(_at_batch(q16, 32)), rtol=1e-3)
+    np.testing.assert_allclose(m.predict(q), glob.predict(q), rtol=1e-12)  # measured batches: unchanged
+    never = _at_batch(synthetic_rows([3], list(GPUS)).query("batch_size == 16"), 32)  # m3: never measured
+    np.testing.assert_allclose(m.predict(never), glob.predict(never), rtol=1e-12)
+    frozen = FrozenNeighbour(json.loads(json.dumps(m.to_json())))
+    np.testing.assert_allclose(frozen.predict(_at_batch(q16, 32)), m.predict(_at_batch(q16, 32)), rtol=1e-9)
+
+
 def test_affine_rule_recovers_a_fixed_cost_per_step_that_the_proportional_rules_miss() -> None:
     """Known law (synthetic): a fixed 30 ms per step on every GPU plus a per-sample time; each network measured at
     batch 16 and 64, asked at 256. The straight line through 16 and 64 is that law (the error left, about 10 %, is

@@ -303,3 +303,12 @@ def test_lomo_model_groups_score_every_model_once_never_fitted_on() -> None:
     assert {p: len(fs) for p, _, fs in protocols(data, model_groups=7)} == {p: len(fs) for p, _, fs in protocols(data)}
     with pytest.raises(ConfigError, match="lomo_model_groups = 1"):
         model_group(data["model"].to_numpy(), (data["source"] == "traces").to_numpy(), 1)
+
+
+def test_interior_batches_lie_strictly_between_the_fitted_ones() -> None:
+    from traintime.predict_step_grouped import interior_batches
+
+    traces = pd.DataFrame({"batch_size": [16, 32, 64, 8, 128, 32]})
+    assert interior_batches(traces, [16, 64]) == [32]
+    assert interior_batches(traces, [16, 32, 64]) == []
+    assert interior_batches(traces, [64]) == []

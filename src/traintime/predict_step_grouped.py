@@ -405,19 +405,22 @@ def run_step_grouped(traces: pd.DataFrame, iteration: pd.DataFrame, calibration:
                      batch_sizes: Any = (16, 64), coverage: float = 0.9, local: pd.DataFrame | None = None,
                      train_on: str = "released_and_local", max_folds: int | None = None,
                      model_groups: int | None = None) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, dict], str, pd.DataFrame, pd.DataFrame,
-                                pd.DataFrame, pd.DataFrame]:
+                                pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(summary, interval coverage, {"efficiency": frozen JSON, "neighbour": frozen JSON} each fitted on all rows
     of both sources (plus the merged ``local`` rows on GPUs with specs, per ``train_on``: :func:`local_fit_rows`)
     with its conformal half-width, markdown, per-fold breakdown of the LOGO protocols, their errors
     by how the measured time grows with batch: :func:`errors_by_batch_scaling`, the CHRONOS out-of-fold
-    predictions: :func:`chronos_predictions`, the trace protocols per input size: :func:`errors_by_size`). ``max_folds`` (tests only) and ``model_groups``:
+    predictions: :func:`chronos_predictions`, the trace protocols per input size: :func:`errors_by_size`, the frozen models on the trace rows at batches between
+    the fitted ones: :func:`interior_batch_errors`). ``max_folds`` (tests only) and ``model_groups``:
     :func:`protocols`, both said in the markdown."""
     from traintime.chronos.efficiency_step import (
         NestedEfficiencyStepTime,
         source_weights,
     )
+    from traintime.chronos.neighbour_frozen import FrozenNeighbour
     from traintime.chronos.neighbour_step import NestedNeighbourStepTime
     from traintime.chronos.roofline_calibration import iteration_step_rows
+    from traintime.chronos.roofline_frozen import FrozenRoofline
     from traintime.core.gpudb import gpu_database
     from traintime.predict_public_eval import input_sizes, trace_subset
 
@@ -434,6 +437,7 @@ def run_step_grouped(traces: pd.DataFrame, iteration: pd.DataFrame, calibration:
                                          if len(extra) else ""))
     fit = pd.concat([data, extra.reindex(columns=data.columns)], ignore_index=True) if len(extra) else data
     frozen: dict[str, dict] = {}
+    fitted: dict[str, Any] = {}
     covs = []
     for name, est in [("efficiency", NestedEfficiencyStepTime(trained_on=trained_on)),
                       ("neighbour", NestedNeighbourStepTime(trained_on=trained_on))]:
@@ -442,13 +446,50 @@ def run_step_grouped(traces: pd.DataFrame, iteration: pd.DataFrame, calibration:
         frozen[name] = {**est.to_json(), "conformal": conf, "wins_grouped": wins(summary, new=name),
                         "rule_protocols": list(RULE_PROTOCOLS), "training_data": training_data}
         covs.append(cov)
+        fitted[name] = est
     for name, per in pred.attrs.get("choices", {}).items():
         frozen[name]["outer_fold_feature_sets"] = per
     cov = pd.concat(covs, ignore_index=True)
+    interior = trace_step_rows(trace_subset(traces, img_px, precisions, interior_batches(traces, batch_sizes)), specs)
+    before = FrozenNeighbour({**frozen["neighbour"], "batch_edge": "global"})
+    interior_table = interior_batch_errors(interior, {
+        "neighbour": fitted["neighbour"].predict,
+        "neighbour, no line between measured batches (before)": before.predict,
+        "efficiency": fitted["efficiency"].predict,
+        "roofline_assumed": FrozenRoofline(0.40, 0.60, 5.0, fitted=False).predict}) if len(interior) else pd.DataFrame()
     return (summary, cov, frozen, markdown_grouped(summary, cov, tr.attrs.get("skipped", []), frozen, max_folds,
                                                    sizes, model_groups),
             summarise_folds(data, pred), errors_by_batch_scaling(data, pred), chronos_predictions(data, pred),
-            errors_by_size(data, pred))
+            errors_by_size(data, pred), interior_table)
+
+
+def interior_batches(traces: pd.DataFrame, batch_sizes: Any) -> list[int]:
+    """Batch sizes of the traces strictly between the smallest and the largest of ``batch_sizes`` (those the step
+    models are fitted on) and not among them: the batches of the *interior batch* check (default: 32)."""
+    fitted = sorted({int(b) for b in batch_sizes})
+    return sorted({int(b) for b in pd.to_numeric(traces["batch_size"], errors="coerce").dropna()
+                   if fitted[0] < int(b) < fitted[-1] and int(b) not in fitted})
+
+
+def interior_batch_errors(rows: pd.DataFrame, predictors: dict[str, Callable[[pd.DataFrame], np.ndarray]]
+                          ) -> pd.DataFrame:
+    """Per method and input size (and all sizes): the errors of ``predictors`` (method -> predict function) on trace
+    ``rows`` at a batch between two measured batches of their network (:func:`interior_batches`): rows no step
+    model was fitted on, of networks and GPUs it was (how a measured network's time is interpolated in batch)."""
+    y = rows["measured_ms"].to_numpy(dtype=float)
+    px = rows["input_px"].astype(int).astype(str).to_numpy()
+    out = []
+    for method, predict in predictors.items():
+        p = np.asarray(predict(rows), dtype=float)
+        for size in [*sorted(set(px), key=int), "all"]:
+            m = np.ones(len(rows), dtype=bool) if size == "all" else px == size
+            e = step_errors(y[m], p[m])
+            out.append({"method": method, "img_px": size, "batch_sizes": ", ".join(
+                map(str, sorted(set(rows.loc[m, "batch_size"].astype(int))))), "rows": int(m.sum()),
+                "gpus": int(rows.loc[m, "gpu"].nunique()), "models": int(rows.loc[m, "model"].nunique()),
+                "mape_pct": e["mape_pct"], "median_ape_pct": e["median_ape_pct"],
+                "geo_mean_pred_over_measured": e["geo_mean_pred_over_measured"]})
+    return pd.DataFrame(out)
 
 
 def markdown_grouped(summary: pd.DataFrame, cov: pd.DataFrame, skipped: list[str], frozen: dict[str, dict],

@@ -284,9 +284,12 @@ def neighbour_predict(rows: pd.DataFrame, params: dict[str, Any]) -> tuple[np.nd
         log_t[seen] += ((h[seen][:, sc] - hm[nearest[seen]]) * gam[nearest[seen]]).sum(axis=1)
     ms = offset_ms(rows) * np.exp(log_t)
     if params.get("batch_edge") == "affine":
-        from traintime.chronos.neighbour_batch import affine_beyond_edge
+        from traintime.chronos.neighbour_batch import (
+            affine_between_batches,
+            affine_beyond_edge,
+        )
 
-        ms = affine_beyond_edge(rows, params, ms)
+        ms = affine_between_batches(rows, params, affine_beyond_edge(rows, params, ms))
     return ms, dist, nearest
 
 

@@ -110,6 +110,9 @@ BLOCKS: dict[str, tuple[str, Callable[[Path], str]]] = {
     "predict-step-grouped": ("tables/predict_step_grouped.csv", lambda p: _table(
         p, ["protocol", "method", "rows", "folds", "gpus", "models", "mape_pct", "median_ape_pct",
             "pairs_right_pct", "geo_mean_pred_over_measured"], digits=".1f")),
+    "predict-step-interior-batch": ("tables/predict_step_interior_batch.csv", lambda p: _table(
+        p, ["method", "img_px", "batch_sizes", "rows", "gpus", "models", "mape_pct", "median_ape_pct",
+            "geo_mean_pred_over_measured"], digits=".1f")),
     "steptime-host": ("tables/steptime_host_power_law.csv", lambda p: _table(
         p, ["protocol", "method", "host_gpu", "rows", "gpus", "folds", "mape_pct", "median_ape_pct", "target_pct",
             "meets_target"], digits=".1f")),
