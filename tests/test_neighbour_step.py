@@ -395,6 +395,27 @@ def test_affine_rule_draws_the_line_between_two_measured_batches() -> None:
     np.testing.assert_allclose(frozen.predict(_at_batch(q16, 32)), m.predict(_at_batch(q16, 32)), rtol=1e-9)
 
 
+def test_a_measured_network_with_another_head_is_that_measured_workload() -> None:
+    """A measured network (model, input size, precision) asked at a measured batch with another head - 8 % more
+    parameters, 0.1 % more FLOPs, as 1000 classes instead of 16 on a ResNet-50 - takes that workload's fitted
+    efficiency (residual and slopes: the same time relative to its own roofline) and its roofline stays its own;
+    four times the FLOPs per sample (a longer sequence) or another host is a different workload."""
+    train = synthetic_rows([0, 1, 2, 4, 5], list(GPUS))
+    y = true_ms(train) * np.exp(0.2 * np.sin(np.arange(len(train))))  # per-row noise: fitted != law
+    m = NeighbourStepTime(slopes=1.0).fit(train, y)
+    seen = synthetic_rows([2], list(GPUS))
+    head = seen.assign(param_bytes=seen["param_bytes"] * 1.08, grad_bytes=seen["grad_bytes"] * 1.08,
+                       flops_train_per_batch=seen["flops_train_per_batch"] * 1.001)
+    np.testing.assert_allclose(m.predict(head) / offset_ms(head), m.predict(seen) / offset_ms(seen), rtol=1e-9)
+    np.testing.assert_allclose(m.distance(head), 0.0, atol=1e-9)
+    glob = NeighbourStepTime(slopes=1.0, batch_edge="global").fit(train, y)
+    np.testing.assert_allclose(glob.predict(head) / offset_ms(head), m.predict(seen) / offset_ms(seen), rtol=1e-9)
+    longer = seen.assign(flops_train_per_batch=seen["flops_train_per_batch"] * 4)
+    assert (m.distance(longer) > 0.1).all()
+    other_host = head.assign(source="chronos")  # the training rows name no source: the traces' host
+    assert (m.distance(other_host) > 0.1).all()
+
+
 def test_affine_rule_recovers_a_fixed_cost_per_step_that_the_proportional_rules_miss() -> None:
     """Known law (synthetic): a fixed 30 ms per step on every GPU plus a per-sample time; each network measured at
     batch 16 and 64, asked at 256. The straight line through 16 and 64 is that law (the error left, about 10 %, is

@@ -257,6 +257,18 @@ def neighbour_predict(rows: pd.DataFrame, params: dict[str, Any]) -> tuple[np.nd
     wl = workload_features(rows)
     wm, ws = np.asarray(params["wl_mean"], float), np.asarray(params["wl_scale"], float)
     descs = list(params.get("descriptors") or DESCRIPTORS)  # files written before descriptor sets: the base ones
+    if params.get("train_network"):  # a measured network at a measured batch, up to its head: that workload
+        from traintime.chronos.neighbour_batch import measured_twin
+
+        twin = measured_twin(rows, wl, params)  # -1 everywhere for files whose train_z lacks descriptors
+        has = np.flatnonzero(twin >= 0)
+        own = np.ones(0, dtype=bool) if not len(has) else (np.abs(np.asarray(params["train_z"], float)[twin[has]]
+                      - (wl[descs].to_numpy(dtype=float)[has] - wm) / ws) < 1e-9).all(axis=1)
+        swap = has[~own]
+        if len(swap):
+            wl = wl.copy()  # memoized (core.memo): never changed in place
+            wl.iloc[swap, [wl.columns.get_loc(c) for c in descs]] = (
+                np.asarray(params["train_z"], float)[twin[swap]] * ws + wm)
     nd = len(params.get("knn_features") or WORKLOAD_FEATURES)  # kNN / trend space: the first nd descriptors
     z_raw = ((wl[descs].to_numpy(dtype=float) - wm) / ws)[:, :nd]
     if params.get("batch_edge") == "network":
