@@ -24,6 +24,8 @@ from traintime.chronos.neighbour_frozen import (
     neighbour_predict,
     network_key,
     pairwise_distance,
+    unique_rows,
+    workload_features,
 )
 
 
@@ -123,16 +125,18 @@ def named_network_edges(rows: pd.DataFrame, params: dict[str, Any]) -> tuple[np.
     return edge, prev
 
 
-def named_network_brackets(rows: pd.DataFrame, params: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+def named_network_brackets(rows: pd.DataFrame, params: dict[str, Any], pairs: pd.DataFrame | None = None
+                           ) -> tuple[np.ndarray, np.ndarray]:
     """(lower, upper) per row: indices into ``params["train_z"]`` of the two measured batches of the row's named
     network (:func:`named_network_edges`) that bracket the row's batch, where that batch lies strictly between
     two measured ones and is not itself measured (-1 elsewhere: a measured batch, beyond the edges, or a network
-    never measured). Among equal batches, the first training workload in file order."""
+    never measured). Among equal batches, the first training workload in file order. ``pairs``:
+    :func:`candidate_pairs` of ``rows`` when the caller has them."""
     lo, hi = np.full(len(rows), -1), np.full(len(rows), -1)
     if (named := _named(rows, params)) is None:
         return lo, hi
-    keys, batch_raw, q_keys, q_b = named
-    pairs = _same_network(keys, q_keys)
+    batch_raw, q_b = named[1], named[3]
+    pairs = _pairs_of(rows, params, pairs)
     if not len(pairs):
         return lo, hi
     tb, qb = batch_raw[pairs["train"].to_numpy()], q_b[pairs["row"].to_numpy()]
@@ -150,15 +154,16 @@ def named_network_brackets(rows: pd.DataFrame, params: dict[str, Any]) -> tuple[
     return lo, hi
 
 
-def affine_between_batches(rows: pd.DataFrame, params: dict[str, Any], ms: np.ndarray) -> np.ndarray:
+def affine_between_batches(rows: pd.DataFrame, params: dict[str, Any], ms: np.ndarray,
+                           pairs: pd.DataFrame | None = None) -> np.ndarray:
     """``ms`` with every row whose batch lies between two measured batches ``p < b < e`` of its named network
     (:func:`named_network_brackets`) replaced by the straight line through the model's times at ``p`` and ``e`` on
     the row's GPU (``batch_edge = "affine"``, inside the measured range): the same fixed cost per step plus cost per
     sample as :func:`affine_beyond_edge` uses beyond it. Both anchors are workloads the model measured, so each keeps
     its own efficiency and per-workload slopes; the row itself, a workload never measured, would otherwise take
     the neighbours' residuals and no slopes of its own (a trace network at batch 32 between its measured 16 and 64
-    came out up to a third slower than at either end's line)."""
-    lo, hi = named_network_brackets(rows, params)
+    came out up to a third slower than at either end's line). ``pairs``: :func:`candidate_pairs` of ``rows``."""
+    lo, hi = named_network_brackets(rows, params, pairs)
     mid = np.flatnonzero(lo >= 0)
     if not len(mid):
         return ms
@@ -176,28 +181,29 @@ def affine_between_batches(rows: pd.DataFrame, params: dict[str, Any], ms: np.nd
 SAME_WORK = 1.05
 
 
-def measured_twin(rows: pd.DataFrame, wl: pd.DataFrame, params: dict[str, Any]) -> np.ndarray:
+def measured_twin(rows: pd.DataFrame, q: np.ndarray, params: dict[str, Any],
+                  pairs: pd.DataFrame | None = None) -> np.ndarray:
     """Per row, the index into ``params["train_z"]`` of the measured workload it stands for (-1: none): the same
     named network (:func:`named_network_edges`: model, input size, precision), the same batch and host
     (``chronos_host``), FLOPs per sample within :data:`SAME_WORK`, and among several such the nearest in the
     standardised descriptors (the row's own workload when it was measured). Such a row - typically a traced network
     asked with another number of classes - is that measured workload up to its head; answered as a workload never
-    measured it would lose the workload's own residual and slopes for a difference the roofline already counts."""
+    measured it would lose the workload's own residual and slopes for a difference the roofline already counts.
+    ``q``: the rows' raw descriptors in the order of ``params["descriptors"]``; ``pairs``: :func:`candidate_pairs`."""
     twin = np.full(len(rows), -1)
     descs = list(params.get("descriptors") or DESCRIPTORS)
     if (named := _named(rows, params)) is None or not {"log_flops_per_sample", "chronos_host"} <= set(descs):
         return twin
-    keys, batch_raw, q_keys, q_b = named
+    batch_raw, q_b = named[1], named[3]
     wm, ws = np.asarray(params["wl_mean"], float), np.asarray(params["wl_scale"], float)
     train_z = np.asarray(params["train_z"], float)
     if train_z.shape[1] != len(descs):
         return twin
-    train_raw = train_z * ws + wm
-    i_f, i_h = descs.index("log_flops_per_sample"), descs.index("chronos_host")
-    q = wl[descs].to_numpy(dtype=float)
-    pairs = _same_network(keys, q_keys)
+    pairs = candidate_pairs(rows, q, params) if pairs is None else pairs
     if not len(pairs):
         return twin
+    train_raw = train_z * ws + wm
+    i_f, i_h = descs.index("log_flops_per_sample"), descs.index("chronos_host")
     t, r = pairs["train"].to_numpy(), pairs["row"].to_numpy()
     ok = ((np.abs(batch_raw[t] - q_b[r]) <= 1e-9) & (np.abs(train_raw[t, i_h] - q[r, i_h]) < 0.5)
           & (np.abs(train_raw[t, i_f] - q[r, i_f]) <= np.log10(SAME_WORK)))
@@ -209,10 +215,35 @@ def measured_twin(rows: pd.DataFrame, wl: pd.DataFrame, params: dict[str, Any]) 
     return twin
 
 
-def _same_network(keys: np.ndarray, q_keys: np.ndarray) -> pd.DataFrame:
-    """Every (query row, training workload) pair of the same named network: columns ``row``, ``train``."""
+def candidate_pairs(rows: pd.DataFrame, q: np.ndarray, params: dict[str, Any]) -> pd.DataFrame:
+    """Every (query row, training workload) pair of the same named network, for the rows a twin
+    (:func:`measured_twin`) or a bracket (:func:`named_network_brackets`) can change: a measured network (one set
+    lookup per row) whose descriptors ``q`` (raw, in the order of ``params["descriptors"]``) are those of no training
+    workload (to 1e-7 standardised; one lookup per distinct workload; every such row for a file whose ``train_z``
+    lacks descriptors). Columns ``row``, ``train``; empty when no row qualifies."""
+    empty = pd.DataFrame({"row": np.zeros(0, dtype=int), "train": np.zeros(0, dtype=int)})
+    keys = np.asarray(params.get("train_network") or [], dtype=object)
+    if not len(rows) or not len(keys):
+        return empty
+    q_keys = network_key(rows)
+    idx = np.flatnonzero(pd.Series(q_keys).isin(set(keys)).to_numpy())
+    train_z = np.asarray(params["train_z"], float)
+    if len(idx) and train_z.ndim == 2 and train_z.shape[1] == q.shape[1]:
+        z = (q[idx] - np.asarray(params["wl_mean"], float)) / np.asarray(params["wl_scale"], float)
+        uz, inv = unique_rows(np.round(z, 7) + 0.0)
+        known = {r.tobytes() for r in np.round(train_z, 7) + 0.0}
+        idx = idx[~np.array([r.tobytes() in known for r in uz], dtype=bool)[inv]]
+    if not len(idx):
+        return empty
     train = pd.DataFrame({"key": keys, "train": np.arange(len(keys))})
-    return pd.DataFrame({"key": q_keys, "row": np.arange(len(q_keys))}).merge(train, on="key")[["row", "train"]]
+    return pd.DataFrame({"key": q_keys[idx], "row": idx}).merge(train, on="key")[["row", "train"]]
+
+
+def _pairs_of(rows: pd.DataFrame, params: dict[str, Any], pairs: pd.DataFrame | None) -> pd.DataFrame:
+    if pairs is not None:
+        return pairs
+    descs = list(params.get("descriptors") or DESCRIPTORS)
+    return candidate_pairs(rows, workload_features(rows)[descs].to_numpy(dtype=float), params)
 
 
 def _times_at(rows: pd.DataFrame, train_index: np.ndarray, params: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:

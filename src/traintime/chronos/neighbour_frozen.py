@@ -257,14 +257,14 @@ def neighbour_predict(rows: pd.DataFrame, params: dict[str, Any]) -> tuple[np.nd
     wl = workload_features(rows)
     wm, ws = np.asarray(params["wl_mean"], float), np.asarray(params["wl_scale"], float)
     descs = list(params.get("descriptors") or DESCRIPTORS)  # files written before descriptor sets: the base ones
+    pairs = None
     if params.get("train_network"):  # a measured network at a measured batch, up to its head: that workload
-        from traintime.chronos.neighbour_batch import measured_twin
+        from traintime.chronos.neighbour_batch import candidate_pairs, measured_twin
 
-        twin = measured_twin(rows, wl, params)  # -1 everywhere for files whose train_z lacks descriptors
-        has = np.flatnonzero(twin >= 0)
-        own = np.ones(0, dtype=bool) if not len(has) else (np.abs(np.asarray(params["train_z"], float)[twin[has]]
-                      - (wl[descs].to_numpy(dtype=float)[has] - wm) / ws) < 1e-9).all(axis=1)
-        swap = has[~own]
+        q = wl[descs].to_numpy(dtype=float)
+        pairs = candidate_pairs(rows, q, params)  # the rows a twin or (affine) a bracket can change
+        twin = measured_twin(rows, q, params, pairs)
+        swap = np.flatnonzero(twin >= 0)
         if len(swap):
             wl = wl.copy()  # memoized (core.memo): never changed in place
             wl.iloc[swap, [wl.columns.get_loc(c) for c in descs]] = (
@@ -301,7 +301,7 @@ def neighbour_predict(rows: pd.DataFrame, params: dict[str, Any]) -> tuple[np.nd
             affine_beyond_edge,
         )
 
-        ms = affine_between_batches(rows, params, affine_beyond_edge(rows, params, ms))
+        ms = affine_between_batches(rows, params, affine_beyond_edge(rows, params, ms), pairs)
     return ms, dist, nearest
 
 
