@@ -395,6 +395,24 @@ def test_affine_rule_draws_the_line_between_two_measured_batches() -> None:
     np.testing.assert_allclose(frozen.predict(_at_batch(q16, 32)), m.predict(_at_batch(q16, 32)), rtol=1e-9)
 
 
+def test_affine_rule_extends_the_line_below_the_smallest_measured_batch() -> None:
+    """Below its network's smallest measured batch (16) a row's time follows the line through the model's times at
+    16 and 64, never below 16's time per sample (a fixed cost per step shrinks with the batch only so far)."""
+    train = synthetic_rows([0, 1, 2, 4, 5], list(GPUS))
+    m = NeighbourStepTime().fit(train, 30.0 + true_ms(train))  # a fixed cost per step: the line lies above
+    q = synthetic_rows([2], list(GPUS))
+    q16, q64 = q[q["batch_size"] == 16].reset_index(drop=True), q[q["batch_size"] == 64].reset_index(drop=True)
+    t16, t64 = m.predict(q16), m.predict(q64)
+    for b in (1, 4, 8):
+        line = t16 + (t64 - t16) * (b - 16) / 48
+        np.testing.assert_allclose(m.predict(_at_batch(q16, b)), np.maximum(line, t16 * b / 16), rtol=1e-9)
+    assert (m.predict(_at_batch(q16, 8)) < t16).all()
+    steep = NeighbourStepTime().fit(train, true_ms(train) * (train["batch_size"].to_numpy() / 16.0) ** 0.5)
+    s16, s64 = steep.predict(q16), steep.predict(q64)  # time grows faster than the batch: the share binds
+    np.testing.assert_allclose(steep.predict(_at_batch(q16, 4)), s16 * 4 / 16, rtol=1e-9)
+    assert ((s16 + (s64 - s16) * (4 - 16) / 48) < s16 * 4 / 16).all()
+
+
 def test_a_measured_network_with_another_head_is_that_measured_workload() -> None:
     """A measured network (model, input size, precision) asked at a measured batch with another head - 8 % more
     parameters, 0.1 % more FLOPs, as 1000 classes instead of 16 on a ResNet-50 - takes that workload's fitted

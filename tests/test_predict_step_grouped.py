@@ -70,8 +70,10 @@ def test_grouped_evaluation_never_fits_on_the_held_out_group() -> None:
     folds = [(p, g, test) for p, _, fs in protocols(data) for g, _, test in fs]
     # per fold and learned model (efficiency, neighbour): one fit on both sources (not for the external protocol),
     # one on CHRONOS only on CHRONOS LOGO and the external protocol
-    # (and on the largest-batch protocols two more: the neighbour model with the network and the global batch edge)
-    n_fits = {p: 4 if p == "chronos LOGO" else 4 if p.endswith("largest batch") else 2 for p, _, _ in folds}
+    # (and on the largest-batch protocols two more: the neighbour model with the network and the global batch edge;
+    # on the smallest-batch ones one: the global edge)
+    n_fits = {p: 4 if p == "chronos LOGO" else 4 if p.endswith("largest batch") else 3 if p.endswith("smallest batch")
+              else 2 for p, _, _ in folds}
     assert len(FITS) == sum(n_fits[p] for p, _, _ in folds)
     i = 0
     for proto, group, test in folds:
@@ -84,9 +86,9 @@ def test_grouped_evaluation_never_fits_on_the_held_out_group() -> None:
                 assert group not in set(key.astype(str)), (proto, group)
                 if proto == "chronos LODO":  # the traces, which name no dataset, stay in the training part
                     assert fit["dataset"].isna().sum() == len(traces)
-            elif proto.endswith("largest batch"):  # no row of a held-out (network, largest batch) is fitted on
+            elif proto.endswith("batch"):  # no row of a held-out (network, largest / smallest batch) is fitted on
                 held = data[test]
-                assert held["batch_size"].eq(64).all() and len(held)
+                assert held["batch_size"].eq(64 if proto.endswith("largest batch") else 16).all() and len(held)
                 key = ["source", "model", "gpu", "batch_size"]
                 assert not set(map(tuple, fit[key].to_numpy())) & set(map(tuple, held[key].to_numpy())), proto
             else:  # external: fitted on CHRONOS GPUs only
@@ -104,7 +106,8 @@ def test_grouped_evaluation_never_fits_on_the_held_out_group() -> None:
             "neighbour_chronos_only", "neighbour_network_edge", "neighbour_global_edge"} <= set(summary["method"])
     for variant in ("neighbour_network_edge", "neighbour_global_edge"):
         edge = summary[summary["method"] == variant]
-        assert set(edge["protocol"]) == {"traces largest batch", "chronos largest batch"}
+        assert set(edge["protocol"]) == ({"traces largest batch", "chronos largest batch"} | (
+            {"traces smallest batch", "chronos smallest batch"} if variant == "neighbour_global_edge" else set()))
     assert isinstance(wins(summary), bool) and isinstance(wins(summary, new="neighbour"), bool)
 
 
@@ -312,3 +315,14 @@ def test_interior_batches_lie_strictly_between_the_fitted_ones() -> None:
     assert interior_batches(traces, [16, 64]) == [32]
     assert interior_batches(traces, [16, 32, 64]) == []
     assert interior_batches(traces, [64]) == []
+
+
+def test_smallest_batch_protocols_hold_out_each_networks_smallest_measured_batch() -> None:
+    rng = np.random.default_rng(6)
+    data = both_sources(_rows(["RTX 3080", "RTX 4090"], ["m1", "m2"], rng), _rows(["T4", "A100"], ["c1"], rng))
+    folds = {p: fs for p, _, fs in protocols(data)}
+    for src in ("traces", "chronos"):
+        (_, train, test), = folds[f"{src} smallest batch"]
+        assert set(data.loc[test, "batch_size"]) == {16} and set(data.loc[test, "source"]) == {src}
+        assert not (train & test).any() and (train | test).all()
+    np.testing.assert_array_equal(largest_batch(data, "min"), (data["batch_size"] == 16).to_numpy())

@@ -17,7 +17,10 @@ Protocols (outer folds only; nothing is chosen on a held-out fold; every fit is 
     choices of the learned models are by GPU and by model, as on the other protocols), ``traces external`` (fitted on CHRONOS only, scored on every trace row: the traces never seen), and
     ``traces largest batch`` / ``chronos largest batch`` (each network's largest measured batch held out, every
     other row fitted on: how a measured network's time extrapolates to a larger batch, :func:`largest_batch`; not
-    part of the default-model rule, :func:`wins`). On them the neighbour model's rule beyond a network's largest
+    part of the default-model rule, :func:`wins`), and ``traces smallest batch`` / ``chronos smallest batch`` (each
+    network's smallest measured batch held out: below the measured range, where ``neighbour`` draws the line through
+    the two smallest measured batches, scored beside ``neighbour_global_edge``, the same model without that line).
+    On the largest-batch rows the neighbour model's rule beyond a network's largest
     measured batch is scored three ways (:data:`EDGE_VARIANTS`): ``neighbour`` (its default, ``affine``: the line
     through its times at the network's two largest measured batches), ``neighbour_network_edge`` (the efficiency
     measured at that edge) and ``neighbour_global_edge`` (the efficiency at the edge of all data; predict's rule
@@ -122,9 +125,10 @@ def protocols(data: pd.DataFrame, max_folds: int | None = None, model_groups: in
                  if g != "nan"]
         out.append((name, "traces" if src is tr else "chronos", folds[:max_folds] if max_folds else folds))
     out.append(("traces external (fit on CHRONOS only)", "traces", [("all traces", ch, tr)]))
-    largest = largest_batch(data)
-    for name, src in [("traces largest batch", tr), ("chronos largest batch", ch)]:
-        out.append((name, "traces" if src is tr else "chronos", [("largest batch", ~(src & largest), src & largest)]))
+    for edge, which in [("max", "largest"), ("min", "smallest")]:
+        held = largest_batch(data, edge)
+        for name, src in [(f"traces {which} batch", tr), (f"chronos {which} batch", ch)]:
+            out.append((name, "traces" if src is tr else "chronos", [(f"{which} batch", ~(src & held), src & held)]))
     return out
 
 
@@ -152,17 +156,18 @@ def _natural(g: str) -> tuple[int, float | str]:
         return (1, g)
 
 
-def largest_batch(data: pd.DataFrame) -> np.ndarray:
+def largest_batch(data: pd.DataFrame, edge: str = "max") -> np.ndarray:
     """True per row at the largest batch measured of its network (source and
     :func:`traintime.chronos.neighbour_frozen.network_key`: model, input size, precision - the network the affine
     batch rule names) when that network was measured at more than one batch: the test rows of the *largest batch*
-    protocols, which ask how the time of a measured network extrapolates to a batch larger than any measured of it."""
+    protocols, which ask how the time of a measured network extrapolates to a batch larger than any measured of it.
+    ``edge="min"``: the smallest batch instead (the *smallest batch* protocols: below any measured batch)."""
     from traintime.chronos.neighbour_frozen import network_key
 
     key = [data["source"].astype(str), pd.Series(network_key(data), index=data.index)]
     b = data["batch_size"].astype(float)
     g = b.groupby(key)
-    return ((b == g.transform("max")) & (g.transform("nunique") > 1)).to_numpy()
+    return ((b == g.transform(edge)) & (g.transform("nunique") > 1)).to_numpy()
 
 
 def _calibrated(calibration: dict[str, Any] | None, rows: pd.DataFrame) -> np.ndarray:
@@ -215,6 +220,8 @@ def grouped_predictions(data: pd.DataFrame, calibration: dict[str, Any] | None,
             fitted = dict(learned)
             if proto.endswith("largest batch"):  # the batch question: also the other rules beyond a network's edge
                 fitted.update({name: learned["neighbour"] for name in EDGE_VARIANTS})
+            elif proto.endswith("smallest batch"):  # below a network's range: the global rule (before the line)
+                fitted["neighbour_global_edge"] = learned["neighbour"]
             for name, make in fitted.items():
                 if not external:
                     m = make()
@@ -280,7 +287,8 @@ def summarise_folds(data: pd.DataFrame, pred: pd.DataFrame,
 
 
 #: the trace protocols broken down by input size (:func:`errors_by_size`)
-SIZE_PROTOCOLS: tuple[str, ...] = ("traces LOGO", "traces LOMO", "traces LOGenO", "traces LOSO", "traces largest batch")
+SIZE_PROTOCOLS: tuple[str, ...] = ("traces LOGO", "traces LOMO", "traces LOGenO", "traces LOSO", "traces largest batch",
+                                    "traces smallest batch")
 
 
 def errors_by_size(data: pd.DataFrame, pred: pd.DataFrame, protocols: tuple[str, ...] = SIZE_PROTOCOLS) -> pd.DataFrame:
@@ -522,7 +530,11 @@ def markdown_grouped(summary: pd.DataFrame, cov: pd.DataFrame, skipped: list[str
              "all of CHRONOS, scored on every trace row. `* largest batch`: each network's (model, input size, "
              "precision) largest measured batch held out, all other rows of both sources fitted on - how a measured "
              "network extrapolates to a larger batch (not part of the rule below; `roofline_calibrated` there is the "
-             "saved calibration, which saw the CHRONOS test rows). Beyond a network's largest measured batch "
+             "saved calibration, which saw the CHRONOS test rows); `* smallest batch` the same with each network's "
+             "smallest measured batch held out, where `neighbour` draws the line through the network's two smallest "
+             "measured batches (never below the smallest's time per sample; traintime.chronos.neighbour_batch."
+             "affine_below_batches) and `neighbour_global_edge` is that model without the line, as before it (the "
+             "line was added after the one between measured batches, without a look at these rows). Beyond a network's largest measured batch "
              "`neighbour` follows the straight line through its own times at the network's two largest measured "
              "batches (a fixed cost per step plus a cost per sample; `batch_edge` affine, traintime.chronos."
              "neighbour_batch; a network never measured keeps the global rule); `neighbour_network_edge` holds the efficiency measured at that batch, "

@@ -8,7 +8,8 @@ rule its frozen parameters name (:data:`~traintime.chronos.neighbour_frozen.BATC
 (:func:`affine_beyond_edge`, the default of models fitted now), ``network`` (:func:`batch_edge`) or ``global``
 (nothing here: the descriptors are clipped to the edge of all data). Inside a measured network's batch range the
 ``affine`` rule also draws the line between the two measured batches around an unmeasured one
-(:func:`affine_between_batches`).
+(:func:`affine_between_batches`), and below the smallest measured batch the line through the two smallest
+(:func:`affine_below_batches`).
 """
 
 from __future__ import annotations
@@ -133,12 +134,9 @@ def named_network_brackets(rows: pd.DataFrame, params: dict[str, Any], pairs: pd
     never measured). Among equal batches, the first training workload in file order. ``pairs``:
     :func:`candidate_pairs` of ``rows`` when the caller has them."""
     lo, hi = np.full(len(rows), -1), np.full(len(rows), -1)
-    if (named := _named(rows, params)) is None:
+    if (got := _batched_pairs(rows, params, pairs)) is None:
         return lo, hi
-    batch_raw, q_b = named[1], named[3]
-    pairs = _pairs_of(rows, params, pairs)
-    if not len(pairs):
-        return lo, hi
+    pairs, batch_raw, q_b = got
     tb, qb = batch_raw[pairs["train"].to_numpy()], q_b[pairs["row"].to_numpy()]
     pairs = pairs.assign(below=np.where(tb < qb - 1e-9, tb, -np.inf), above=np.where(tb > qb + 1e-9, tb, np.inf),
                          at=np.abs(tb - qb) <= 1e-9)
@@ -152,6 +150,53 @@ def named_network_brackets(rows: pd.DataFrame, params: dict[str, Any], pairs: pd
             hit = hit.drop_duplicates("row")
             out[hit["row"].to_numpy()] = hit["train"].to_numpy()
     return lo, hi
+
+
+def named_network_floor(rows: pd.DataFrame, params: dict[str, Any], pairs: pd.DataFrame | None = None
+                        ) -> tuple[np.ndarray, np.ndarray]:
+    """(smallest, next) per row: indices into ``params["train_z"]`` of the smallest and the second-smallest measured
+    batch of the row's named network where the row asks for a smaller batch than any measured of it (next -1 when
+    the network was measured at one batch; both -1 elsewhere). Among equal batches, the first training workload in
+    file order. ``pairs``: :func:`candidate_pairs` of ``rows`` when the caller has them."""
+    lo, nxt = np.full(len(rows), -1), np.full(len(rows), -1)
+    if (got := _batched_pairs(rows, params, pairs)) is None:
+        return lo, nxt
+    pairs, batch_raw, q_b = got
+    pairs = pairs.assign(tb=batch_raw[pairs["train"].to_numpy()]).sort_values(["row", "tb", "train"])
+    below = pairs.groupby("row")["tb"].min() > q_b[pairs.groupby("row")["tb"].min().index.to_numpy()] + 1e-9
+    rows_below = below.index.to_numpy()[below.to_numpy()]
+    if len(rows_below):
+        p = pairs[pairs["row"].isin(rows_below)]
+        first = p.drop_duplicates("row")
+        lo[first["row"].to_numpy()] = first["train"].to_numpy()
+        rest = p[p["tb"] > p.groupby("row")["tb"].transform("min") + 1e-9].drop_duplicates("row")
+        nxt[rest["row"].to_numpy()] = rest["train"].to_numpy()
+    return lo, nxt
+
+
+def affine_below_batches(rows: pd.DataFrame, params: dict[str, Any], ms: np.ndarray,
+                         pairs: pd.DataFrame | None = None) -> np.ndarray:
+    """``ms`` with every row below its named network's smallest measured batch ``p`` (:func:`named_network_floor`)
+    replaced by the straight line through the model's times at ``p`` and the next measured batch ``q`` on the row's
+    GPU, the marginal cost not below 0, and never below ``t(p) b / p`` (a smaller batch never runs a sample faster;
+    that share alone when the network was measured at one batch): the fixed cost per step plus cost per sample of
+    :func:`affine_beyond_edge`, below the measured range. ``pairs``: :func:`candidate_pairs` of ``rows``."""
+    lo, nxt = named_network_floor(rows, params, pairs)
+    low = np.flatnonzero(lo >= 0)
+    if not len(low):
+        return ms
+    sub = rows.iloc[low]
+    b = sub["batch_size"].to_numpy(dtype=float)
+    p, t_p = _times_at(sub, lo[low], params)
+    line = t_p * b / p  # one measured batch: in proportion (as beyond the largest)
+    two = np.flatnonzero(nxt[low] >= 0)
+    if len(two):
+        q, t_q = _times_at(sub.iloc[two], nxt[low][two], params)
+        slope = np.maximum(t_q - t_p[two], 0.0) / (q - p[two])
+        line[two] = np.maximum(t_p[two] + (b[two] - p[two]) * slope, line[two])
+    out = np.array(ms, dtype=float, copy=True)
+    out[low] = line
+    return out
 
 
 def affine_between_batches(rows: pd.DataFrame, params: dict[str, Any], ms: np.ndarray,
@@ -239,11 +284,16 @@ def candidate_pairs(rows: pd.DataFrame, q: np.ndarray, params: dict[str, Any]) -
     return pd.DataFrame({"key": q_keys[idx], "row": idx}).merge(train, on="key")[["row", "train"]]
 
 
-def _pairs_of(rows: pd.DataFrame, params: dict[str, Any], pairs: pd.DataFrame | None) -> pd.DataFrame:
-    if pairs is not None:
-        return pairs
-    descs = list(params.get("descriptors") or DESCRIPTORS)
-    return candidate_pairs(rows, workload_features(rows)[descs].to_numpy(dtype=float), params)
+def _batched_pairs(rows: pd.DataFrame, params: dict[str, Any], pairs: pd.DataFrame | None
+                   ) -> tuple[pd.DataFrame, np.ndarray, np.ndarray] | None:
+    """(:func:`candidate_pairs` of ``rows`` - ``pairs`` when given -, training workloads' log10 batches, the rows' log10
+    batches), or None when no row has a candidate pair."""
+    if (named := _named(rows, params)) is None:
+        return None
+    if pairs is None:
+        descs = list(params.get("descriptors") or DESCRIPTORS)
+        pairs = candidate_pairs(rows, workload_features(rows)[descs].to_numpy(dtype=float), params)
+    return (pairs, named[1], named[3]) if len(pairs) else None
 
 
 def _times_at(rows: pd.DataFrame, train_index: np.ndarray, params: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:

@@ -297,11 +297,13 @@ def neighbour_predict(rows: pd.DataFrame, params: dict[str, Any]) -> tuple[np.nd
     ms = offset_ms(rows) * np.exp(log_t)
     if params.get("batch_edge") == "affine":
         from traintime.chronos.neighbour_batch import (
+            affine_below_batches,
             affine_between_batches,
             affine_beyond_edge,
         )
 
-        ms = affine_between_batches(rows, params, affine_beyond_edge(rows, params, ms), pairs)
+        ms = affine_below_batches(rows, params, affine_between_batches(
+            rows, params, affine_beyond_edge(rows, params, ms), pairs), pairs)
     return ms, dist, nearest
 
 
