@@ -126,6 +126,29 @@ def named_network_edges(rows: pd.DataFrame, params: dict[str, Any]) -> tuple[np.
     return edge, prev
 
 
+def _measured_around(rows: pd.DataFrame, params: dict[str, Any], pairs: pd.DataFrame | None
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(below, above, above2) per row not at a measured batch of its named network: indices into
+    ``params["train_z"]`` of the network's largest measured batch below the row's, its smallest above and its
+    second-smallest above (-1 where there is none, and everywhere for a row at a measured batch or of a network never
+    measured). Among equal batches, the first training workload in file order."""
+    out = tuple(np.full(len(rows), -1) for _ in range(3))
+    if (got := _batched_pairs(rows, params, pairs)) is None:
+        return out
+    pairs, batch_raw, q_b = got
+    tb = batch_raw[pairs["train"].to_numpy()]
+    d = tb - q_b[pairs["row"].to_numpy()]
+    at = pd.Series(np.abs(d) <= 1e-9).groupby(pairs["row"].to_numpy()).any()
+    p = pairs.assign(tb=tb, d=d)[~np.isin(pairs["row"].to_numpy(), at.index[at.to_numpy()])]
+    under = p[p["d"] < -1e-9].sort_values(["row", "tb", "train"], ascending=[True, False, True])
+    over = p[p["d"] > 1e-9].sort_values(["row", "tb", "train"])
+    first = over.drop_duplicates("row")
+    second = over[over["tb"] > first.set_index("row")["tb"].reindex(over["row"]).to_numpy() + 1e-9]
+    for src, dst in ((under.drop_duplicates("row"), out[0]), (first, out[1]), (second.drop_duplicates("row"), out[2])):
+        dst[src["row"].to_numpy()] = src["train"].to_numpy()
+    return out
+
+
 def named_network_brackets(rows: pd.DataFrame, params: dict[str, Any], pairs: pd.DataFrame | None = None
                            ) -> tuple[np.ndarray, np.ndarray]:
     """(lower, upper) per row: indices into ``params["train_z"]`` of the two measured batches of the row's named
@@ -133,23 +156,9 @@ def named_network_brackets(rows: pd.DataFrame, params: dict[str, Any], pairs: pd
     two measured ones and is not itself measured (-1 elsewhere: a measured batch, beyond the edges, or a network
     never measured). Among equal batches, the first training workload in file order. ``pairs``:
     :func:`candidate_pairs` of ``rows`` when the caller has them."""
-    lo, hi = np.full(len(rows), -1), np.full(len(rows), -1)
-    if (got := _batched_pairs(rows, params, pairs)) is None:
-        return lo, hi
-    pairs, batch_raw, q_b = got
-    tb, qb = batch_raw[pairs["train"].to_numpy()], q_b[pairs["row"].to_numpy()]
-    pairs = pairs.assign(below=np.where(tb < qb - 1e-9, tb, -np.inf), above=np.where(tb > qb + 1e-9, tb, np.inf),
-                         at=np.abs(tb - qb) <= 1e-9)
-    g = pairs.groupby("row")
-    per = pd.DataFrame({"at": g["at"].any(), "below": g["below"].max(), "above": g["above"].min()})
-    per = per[~per["at"] & np.isfinite(per["below"]) & np.isfinite(per["above"])]
-    if len(per):
-        first = pairs.sort_values(["row", "train"])  # among equal batches the first training workload
-        for col, out in (("below", lo), ("above", hi)):
-            hit = first.merge(per[[col]].reset_index(), on=["row", col])
-            hit = hit.drop_duplicates("row")
-            out[hit["row"].to_numpy()] = hit["train"].to_numpy()
-    return lo, hi
+    below, above, _ = _measured_around(rows, params, pairs)
+    both = (below >= 0) & (above >= 0)
+    return np.where(both, below, -1), np.where(both, above, -1)
 
 
 def named_network_floor(rows: pd.DataFrame, params: dict[str, Any], pairs: pd.DataFrame | None = None
@@ -158,20 +167,9 @@ def named_network_floor(rows: pd.DataFrame, params: dict[str, Any], pairs: pd.Da
     batch of the row's named network where the row asks for a smaller batch than any measured of it (next -1 when
     the network was measured at one batch; both -1 elsewhere). Among equal batches, the first training workload in
     file order. ``pairs``: :func:`candidate_pairs` of ``rows`` when the caller has them."""
-    lo, nxt = np.full(len(rows), -1), np.full(len(rows), -1)
-    if (got := _batched_pairs(rows, params, pairs)) is None:
-        return lo, nxt
-    pairs, batch_raw, q_b = got
-    pairs = pairs.assign(tb=batch_raw[pairs["train"].to_numpy()]).sort_values(["row", "tb", "train"])
-    below = pairs.groupby("row")["tb"].min() > q_b[pairs.groupby("row")["tb"].min().index.to_numpy()] + 1e-9
-    rows_below = below.index.to_numpy()[below.to_numpy()]
-    if len(rows_below):
-        p = pairs[pairs["row"].isin(rows_below)]
-        first = p.drop_duplicates("row")
-        lo[first["row"].to_numpy()] = first["train"].to_numpy()
-        rest = p[p["tb"] > p.groupby("row")["tb"].transform("min") + 1e-9].drop_duplicates("row")
-        nxt[rest["row"].to_numpy()] = rest["train"].to_numpy()
-    return lo, nxt
+    below, above, above2 = _measured_around(rows, params, pairs)
+    low = (below < 0) & (above >= 0)
+    return np.where(low, above, -1), np.where(low, above2, -1)
 
 
 def affine_below_batches(rows: pd.DataFrame, params: dict[str, Any], ms: np.ndarray,
