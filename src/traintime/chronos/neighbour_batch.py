@@ -1,4 +1,4 @@
-"""The neighbour step model beyond a network's largest measured batch (``batch_edge``; prediction side, numpy only).
+"""The neighbour step model at a batch its network was not measured at (``batch_edge``; prediction side, numpy only).
 
 A row that asks for a larger batch than any measured of its *network* is beyond its edge. The ``affine`` rule names
 the network (model, input size, precision: :func:`named_network_edges`); the ``network`` rule takes the nearest
