@@ -4,7 +4,7 @@
 (:data:`traintime.chronos.roofline_frozen.STEP_ROW_COLUMNS`): ``fit(rows, y_ms, sample_weight=None)`` minimises
 the weighted mean squared log error of the step time plus a ridge penalty ``alpha`` on the standardised
 efficiency coefficients (not the intercept), over the coefficients and log(launch_us), by
-``scipy.optimize.least_squares`` from a fixed start: deterministic, no seed. It is fitted on the CHRONOS
+``scipy.optimize.least_squares`` (Levenberg-Marquardt, analytic Jacobian) from a fixed start: deterministic, no seed. It is fitted on the CHRONOS
 release's compute times and the consumer-GPU traces together (issue 13 item 3: one model, both sources;
 :func:`source_weights` gives each source the same total weight). :meth:`EfficiencyStepTime.to_json` freezes it
 for ``traintime predict`` (numpy-only prediction, no scikit-learn on the ``--no-probe`` path).
@@ -99,7 +99,7 @@ class EfficiencyStepTime(RegressorMixin, BaseEstimator):
             return np.vstack([top, reg])
 
         x0 = np.concatenate([[np.log(0.3 / 0.7)], np.zeros(k), [np.log(max(self.launch_us, 1e-3))]])
-        res = least_squares(resid, x0, jac=jac, method="trf", max_nfev=2000, x_scale="jac")
+        res = least_squares(resid, x0, jac=jac, method="lm", max_nfev=2000, x_scale="jac")
         self.coef_ = res.x[:k + 1].copy()
         self.launch_us_ = float(np.exp(res.x[-1]))
         self.mean_, self.scale_ = mean, scale

@@ -224,30 +224,34 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
             raise SchemaError("NeighbourStepTime is not fitted: call fit() first")
 
     def to_json(self) -> dict[str, Any]:
-        """Frozen parameters for :class:`~traintime.chronos.neighbour_frozen.FrozenNeighbour` (also what
-        :meth:`predict` uses, so the fitted and the frozen model answer alike)."""
+        """Frozen parameters for :class:`~traintime.chronos.neighbour_frozen.FrozenNeighbour`: :meth:`_params` (what
+        :meth:`predict` uses, so the fitted and the frozen model answer alike) with its arrays as lists."""
+        return {k: v.tolist() if isinstance(v, np.ndarray) else v for k, v in self._params().items()}
+
+    def _params(self) -> dict[str, Any]:
+        """The parameters of :meth:`to_json` with numpy arrays (no list round trip on every :meth:`predict`)."""
         self._check_fitted()
         return {"model": "neighbour", "k": int(self.k), "alpha": float(self.alpha), "hardware_set": self.hardware,
                 "trend": self.trend, "descriptor_set": self.descriptors, "knn_features": list(self._descriptors()),
                 "descriptors": list(self._descriptors()),
-                "hardware_features": list(self._hardware()), "beta": self.beta_.tolist(), "hw_mean": self.hw_mean_.tolist(),
-                "wl_mean": self.wl_mean_.tolist(), "wl_scale": self.wl_scale_.tolist(), "desc_min": self.desc_min_.tolist(),
-                "desc_max": self.desc_max_.tolist(), "train_z": self.train_z_.tolist(),
-                "train_u": self.train_u_.tolist(),
-                "trend_coef": None if self.trend_coef_ is None else self.trend_coef_.tolist(),
+                "hardware_features": list(self._hardware()), "beta": self.beta_, "hw_mean": self.hw_mean_,
+                "wl_mean": self.wl_mean_, "wl_scale": self.wl_scale_, "desc_min": self.desc_min_,
+                "desc_max": self.desc_max_, "train_z": self.train_z_,
+                "train_u": self.train_u_,
+                "trend_coef": self.trend_coef_,
                 "slopes": self.slopes, "batch_edge": self.batch_edge, "slope_columns": self._slope_columns(),
-                "train_gamma": None if self.train_gamma_ is None else np.round(self.train_gamma_, 8).tolist(),
-                "train_hmean": None if self.train_hmean_ is None else np.round(self.train_hmean_, 8).tolist(),
+                "train_gamma": None if self.train_gamma_ is None else np.round(self.train_gamma_, 8),
+                "train_hmean": None if self.train_hmean_ is None else np.round(self.train_hmean_, 8),
                 "train_source": self.train_source_, "train_network": self.train_network_, "rows": self.n_rows_,
                 "workloads": self.n_workloads_,
                 "trained_on": self.trained_on}
 
     def predict(self, rows: pd.DataFrame) -> np.ndarray:
-        return neighbour_predict(rows, self.to_json())[0]
+        return neighbour_predict(rows, self._params())[0]
 
     def distance(self, rows: pd.DataFrame) -> np.ndarray:
         """Distance from each row's workload to the nearest measured workload (standardised descriptor units)."""
-        return neighbour_predict(rows, self.to_json())[1]
+        return neighbour_predict(rows, self._params())[1]
 
     def frozen(self) -> FrozenNeighbour:
         return FrozenNeighbour(self.to_json())
