@@ -149,9 +149,11 @@ def run_probe_job(model: str, dataset: str, collect: Mapping[str, Any], device: 
 
 
 def run_convergence_job(run: Mapping[str, Any], collect: Mapping[str, Any],
-                        device: Any = None) -> tuple[dict[str, Any], pd.DataFrame]:
+                        device: Any = None, probe_init: bool = True) -> tuple[dict[str, Any], pd.DataFrame]:
     """Probe a fresh model, then train it to early stopping; return the ``convergence`` row (canonical
-    columns + status, the real NTK trace, wall time, provenance) and the per-epoch curve."""
+    columns + status, the real NTK trace, wall time, provenance) and the per-epoch curve. ``probe_init=False``
+    skips the probe (its columns are empty, ``ntk_method`` ``not run``): the seed study reads only the stopping epoch
+    and the curve, and the probe draws from its own generators, so the training is the same either way."""
     import platform
 
     import torch
@@ -184,9 +186,11 @@ def run_convergence_job(run: Mapping[str, Any], collect: Mapping[str, Any],
     torch.manual_seed(seed)
     net = create_model(run["model"], info.num_classes, px).to(dev)
     tr_idx, _ = split_indices(len(ds), 0.2, seed)
-    x, y = probe_batch(torch.utils.data.Subset(ds, tr_idx), int(c["probe_batch_size"]), seed=seed)
-    pr = probe(net, x.to(dev), y.to(dev), ntk=collect["probe"]["ntk_method"],
-               n_projections=int(collect["probe"]["ntk_projections"]), seed=seed)
+    pr = None
+    if probe_init:
+        x, y = probe_batch(torch.utils.data.Subset(ds, tr_idx), int(c["probe_batch_size"]), seed=seed)
+        pr = probe(net, x.to(dev), y.to(dev), ntk=collect["probe"]["ntk_method"],
+                   n_projections=int(collect["probe"]["ntk_projections"]), seed=seed)
     res = train_to_convergence(net, ds, run["optimizer"], float(run["learning_rate"]), int(run["batch_size"]), dev,
                                int(run.get("precision", 32)), float(c["min_delta"]), int(c["patience"]),
                                int(c["max_epochs"]), 0.2, seed, num_workers=0)
@@ -208,12 +212,12 @@ def run_convergence_job(run: Mapping[str, Any], collect: Mapping[str, Any],
         "precision_bits": int(run.get("precision", 32)),
         "num_classes": int(info.num_classes),
         "dataset_size": int(info.train_size),
-        "param_count": int(pr.param_count),
+        "param_count": int(pr.param_count) if pr else int(sum(p.numel() for p in net.parameters() if p.requires_grad)),
         **{k: arch.get(k) for k in ("embed_dim", "depth", "patch_size", "token_mlp_dim", "channel_mlp_dim")
            if resolved.family == "MLP"},
-        "gradient_norm_log10": pr.gradient_norm_log10,
-        "ntk_trace_proxy_log10": pr.ntk_trace_proxy_log10,
-        "initial_loss_log10": pr.initial_loss_log10,
+        "gradient_norm_log10": pr.gradient_norm_log10 if pr else float("nan"),
+        "ntk_trace_proxy_log10": pr.ntk_trace_proxy_log10 if pr else float("nan"),
+        "initial_loss_log10": pr.initial_loss_log10 if pr else float("nan"),
         "epochs_to_converge": int(t),
         "t80_close_epochs": int(math.ceil(round(0.8 * t, 9))),
         "t90_close_epochs": int(math.ceil(round(0.9 * t, 9))),
@@ -226,12 +230,12 @@ def run_convergence_job(run: Mapping[str, Any], collect: Mapping[str, Any],
         "best_epoch": int(res.best_epoch),
         "best_val_loss": res.best_val_loss,
         "final_val_accuracy": res.val_accuracy[-1] if res.val_accuracy else float("nan"),
-        "ntk_trace": pr.ntk_trace,
-        "ntk_trace_log10": pr.ntk_trace_log10,
-        "ntk_trace_se": pr.ntk_trace_se,
-        "ntk_method": pr.ntk_method,
-        "probe_batch_size": pr.probe_batch_size,
-        "probe_time_s": pr.probe_time_s,
+        "ntk_trace": pr.ntk_trace if pr else float("nan"),
+        "ntk_trace_log10": pr.ntk_trace_log10 if pr else float("nan"),
+        "ntk_trace_se": pr.ntk_trace_se if pr else float("nan"),
+        "ntk_method": pr.ntk_method if pr else "not run",
+        "probe_batch_size": pr.probe_batch_size if pr else None,
+        "probe_time_s": pr.probe_time_s if pr else float("nan"),
         "wall_time_s": res.wall_time_s,
         "mean_epoch_time_s": float(np.mean(res.epoch_time_s)) if res.epoch_time_s else float("nan"),
         "input_px": int(px),

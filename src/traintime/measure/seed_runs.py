@@ -37,7 +37,8 @@ def seed_study_collect(collect: Mapping[str, Any], seed: int) -> dict[str, Any]:
 
 def run_seed_job(collect: Mapping[str, Any], run_seed_id: str) -> tuple[dict[str, Any], pd.DataFrame]:
     """Run one (configuration, seed) of the seed study: the convergence row and its curve, both with
-    ``run_id`` (configuration) and ``seed`` columns."""
+    ``run_id`` (configuration) and ``seed`` columns. No probe at initialisation (its columns are empty): the study
+    reads the stopping epoch and the curve only."""
     base, sep, s = run_seed_id.rpartition("__s")
     study = collect["convergence"].get("seed_study") or {}
     if not sep or not s.isdigit():
@@ -46,7 +47,7 @@ def run_seed_job(collect: Mapping[str, Any], run_seed_id: str) -> tuple[dict[str
     if not runs or int(s) not in [int(x) for x in study.get("seeds", [])]:
         raise ConfigError(f"no collect.convergence.seed_study run/seed has id {run_seed_id!r}")
     c = seed_study_collect(collect, int(s))
-    row, curve = run_convergence_job(runs[0], c)
+    row, curve = run_convergence_job(runs[0], c, probe_init=False)
     row["run_id"] = base
     curve.insert(1, "seed", int(s))
     return row, curve
