@@ -300,10 +300,12 @@ def neighbour_predict(rows: pd.DataFrame, params: dict[str, Any]) -> tuple[np.nd
             affine_below_batches,
             affine_between_batches,
             affine_beyond_edge,
+            measured_around,
         )
 
+        around = measured_around(rows, params, pairs)  # the measured batches around each row, once for the 3 lines
         ms = affine_below_batches(rows, params, affine_between_batches(
-            rows, params, affine_beyond_edge(rows, params, ms), pairs), pairs)
+            rows, params, affine_beyond_edge(rows, params, ms, pairs, around), pairs, around), pairs, around)
     return ms, dist, nearest
 
 
