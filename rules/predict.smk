@@ -258,3 +258,30 @@ rule predict_step_two_label:
 
 
 ALL_TARGETS.extend(rules.predict_step_two_label.output)
+
+
+rule predict_fp16_rule:
+    """The 16-bit rule of `traintime predict` (the 32-bit answer on cards without a fast 16-bit rate) scored on
+    predict_step_grouped's CHRONOS out-of-fold predictions, beside the cards where the 16-bit answer is kept."""
+    input:
+        iteration=f"{DATA}/iteration.csv",
+        compute=rules.predict_step_grouped.output.chronos_predictions,
+        lib=lib("predict_fp16_rule"),
+    output:
+        csv=report(f"{TABLES}/predict_fp16_rule.csv", caption="../report/predict_fp16_rule.rst",
+                   category="Prediction (traintime predict)"),
+        md=f"{TABLES}/predict_fp16_rule.md",
+    params:
+        gpu_specs=config["gpu_specs"],
+    threads: 1
+    log:
+        f"{LOGS}/predict/fp16_rule.log",
+    benchmark:
+        bench(f"{LOGS}/predict/fp16_rule.log")
+    conda:
+        env("analysis")
+    script:
+        "../workflow_scripts/predict_fp16_rule.py"
+
+
+ALL_TARGETS.extend(rules.predict_fp16_rule.output)

@@ -161,6 +161,31 @@ def test_tf32_precision_speeds_convolutional_steps_on_ampere_and_newer_only() ->
     assert bf16["step_ms"].tolist() == [30.0, 30.0, 100.0, 100.0]  # no BF16 tensor cores before Ampere: FP32 rate
 
 
+def test_16_bit_takes_the_32_bit_answer_on_cards_without_a_fast_16_bit_rate() -> None:
+    """The traces' 16-bit speed-ups were all measured on tensor cores; a card with neither tensor cores nor a 16-bit
+    vector rate above FP32 (the P4, the GeForce GTX 10 series) gains nothing from autocast, so a fitted 16-bit
+    speed-up must not reach it. The P100's 16-bit vector rate is twice its FP32 one: its 16-bit answer stands."""
+    from traintime.core.gpudb import has_fast_fp16
+    from traintime.predict_plan import PlanContext, plan, precision_notes
+
+    class ByPrecision:  # a fake step model: 100 ms at 32 bits, 30 ms at 16 bits, every GPU
+        label = "fake"
+
+        def predict(self, rows: pd.DataFrame) -> np.ndarray:
+            return np.where(rows["precision"].astype(str).eq("32"), 100.0, 30.0)
+
+    gpus = gpu_rows(["A100-PCIe-80GB", "P100-PCIe-16GB", "P4", "T4", "GeForce GTX 1080 Ti"])
+    assert has_fast_fp16(gpus).tolist() == [True, True, False, True, False]
+    w = make_workload("resnet18", 64, "16", dataset="cifar10")
+    assert plan(w, gpus, ByPrecision(), PlanContext())["step_ms"].tolist() == [30.0, 30.0, 100.0, 30.0, 100.0]
+    assert "(2 of these GPUs: Pascal and older" in precision_notes(w, gpus)[0]
+    fast = gpus.iloc[[0, 3]]
+    assert plan(w, fast, ByPrecision(), PlanContext())["step_ms"].tolist() == [30.0, 30.0]
+    assert precision_notes(w, fast) == []
+    unknown = gpus.iloc[[2]].assign(matrix_fp16_gflops=np.nan)  # a rate unknown: the model's 16-bit answer stands
+    assert has_fast_fp16(unknown).tolist() == [True]
+
+
 def test_bf16_is_answered_by_the_16_bit_rows_the_step_models_know() -> None:
     """The step models were fitted on fp32 and fp16 measurements: asked for bf16 rows, the neighbour model found no
     measured bf16 network and extrapolated large batches by its global rule (bf16 at batch 1024 came out ~40 % faster

@@ -150,14 +150,20 @@ def _step_ms(w: Workload, gpus: pd.DataFrame, step_model: Any,
     were fitted on fp32 and fp16 measurements only, and bf16 runs at fp16's tensor-core rate there; asking them for
     ``bf16`` rows left the batch extrapolation of the measured fp16 network unused, so a bf16 step beyond the largest
     measured batch grew too slowly) and its 32-bit answer on one without (before Ampere: autocast in bfloat16
-    computes at about the FP32 rate there)."""
+    computes at about the FP32 rate there). A ``16`` run takes its 32-bit answer on a card with neither tensor cores
+    nor a faster 16-bit vector rate (:func:`~traintime.core.gpudb.has_fast_fp16`: the traces' 16-bit speed-ups were
+    all measured on tensor cores, and the release's P4 ran its 16-bit CNN and MLP steps a little slower than 32-bit)."""
     from dataclasses import replace
 
-    from traintime.core.gpudb import has_tf32_bf16
+    from traintime.core.gpudb import has_fast_fp16, has_tf32_bf16
 
     if w.precision not in ("tf32", "bf16"):
         rows = step_rows(w, gpus, model_kwargs)
-        return rows, np.asarray(step_model.predict(rows), dtype=float)
+        step = np.asarray(step_model.predict(rows), dtype=float)
+        if w.precision == "16" and not (fast := has_fast_fp16(gpus)).all():
+            rows32 = step_rows(replace(w, precision="32"), gpus, model_kwargs)
+            step = np.where(fast, step, np.asarray(step_model.predict(rows32), dtype=float))
+        return rows, step
     if w.precision == "bf16":
         rows16 = step_rows(replace(w, precision="16"), gpus, model_kwargs)
         rows32 = step_rows(replace(w, precision="32"), gpus, model_kwargs)
@@ -176,11 +182,17 @@ def _step_ms(w: Workload, gpus: pd.DataFrame, step_model: Any,
 
 def precision_notes(w: Workload, gpus: pd.DataFrame) -> list[str]:
     """Notes for ``predict``'s output where the asked precision runs differently from what its answer assumes on
-    some of ``gpus`` (the cards :func:`_step_ms` treats apart: :func:`traintime.core.gpudb.has_tf32_bf16`)."""
+    some of ``gpus`` (the cards :func:`_step_ms` treats apart: :func:`traintime.core.gpudb.has_tf32_bf16`,
+    :func:`traintime.core.gpudb.has_fast_fp16`)."""
+    from traintime.core.gpudb import has_fast_fp16, has_tf32_bf16
+
+    if w.precision == "16":
+        slow = ~has_fast_fp16(gpus)
+        return [(f"16-bit runs gain no arithmetic rate on cards without tensor cores or a faster 16-bit rate "
+                 f"({int(slow.sum())} of these GPUs: Pascal and older, except GP100 cards such as the P100): their "
+                 "32-bit step time is shown")] if slow.any() else []
     if w.precision not in ("32", "bf16", "tf32"):
         return []
-    from traintime.core.gpudb import has_tf32_bf16
-
     ampere = has_tf32_bf16(gpus)
     if w.precision == "tf32":
         return [("tf32 step times come from a rule on the 32- and 16-bit answers (predict_plan.tf32_step_ms, nothing "

