@@ -159,10 +159,10 @@ def _step_ms(w: Workload, gpus: pd.DataFrame, step_model: Any,
 
     if w.precision not in ("tf32", "bf16"):
         rows = step_rows(w, gpus, model_kwargs)
-        step = np.asarray(step_model.predict(rows), dtype=float)
-        if w.precision == "16" and not (fast := has_fast_fp16(gpus)).all():
-            rows32 = step_rows(replace(w, precision="32"), gpus, model_kwargs)
-            step = np.where(fast, step, np.asarray(step_model.predict(rows32), dtype=float))
+        step = np.array(step_model.predict(rows), dtype=float)  # a copy: changed below
+        if w.precision == "16" and len(slow := np.flatnonzero(~has_fast_fp16(gpus))):  # their 32-bit answers only
+            step[slow] = np.asarray(step_model.predict(step_rows(replace(w, precision="32"), gpus.iloc[slow],
+                                                                 model_kwargs)), dtype=float)
         return rows, step
     if w.precision == "bf16":
         rows16 = step_rows(replace(w, precision="16"), gpus, model_kwargs)
