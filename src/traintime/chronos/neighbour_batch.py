@@ -104,27 +104,26 @@ def _named(rows: pd.DataFrame, params: dict[str, Any]
     return keys, train_log_batch(params, list(params.get("descriptors") or DESCRIPTORS)), network_key(rows), q_b
 
 
-def named_network_edges(rows: pd.DataFrame, params: dict[str, Any], pairs: pd.DataFrame | None = None,
-                        around: Around | None = None) -> tuple[np.ndarray, np.ndarray]:
+def named_network_edges(rows: pd.DataFrame, params: dict[str, Any], around: Around | None = None
+                        ) -> tuple[np.ndarray, np.ndarray]:
     """:func:`network_edges` for the ``affine`` rule, the network named as the *largest batch* protocols name it
     (:func:`~traintime.chronos.neighbour_frozen.network_key`: model, input size, precision; the frozen file's
     ``train_network``): (edge, previous) per row asking for a larger batch than any measured of its network - indices
     into ``params["train_z"]`` of the network's largest and second-largest measured batch (previous -1 when the
     network was measured at one batch; both -1 elsewhere). A row's network is measured only when a training workload
     has its name, so a model never measured has no edge and keeps the ``global`` rule. Among equal batches, the first
-    training workload in file order. ``pairs``: :func:`candidate_pairs` of ``rows``, ``around``: :func:`measured_around`
-    of ``rows``, when the caller has them."""
-    below, above, _, below2 = around if around is not None else measured_around(rows, params, pairs)
+    training workload in file order. ``around``: :func:`measured_around` of ``rows`` when the caller has it."""
+    below, above, _, below2 = around if around is not None else measured_around(rows, params)
     far = (below >= 0) & (above < 0)
     return np.where(far, below, -1), np.where(far, below2, -1)
 
 
-def measured_around(rows: pd.DataFrame, params: dict[str, Any], pairs: pd.DataFrame | None
-                    ) -> Around:
+def measured_around(rows: pd.DataFrame, params: dict[str, Any], pairs: pd.DataFrame | None = None) -> Around:
     """(below, above, above2, below2) per row not at a measured batch of its named network: indices into
     ``params["train_z"]`` of the network's largest measured batch below the row's, its smallest above, its
     second-smallest above and its second-largest below (-1 where there is none, and everywhere for a row at a measured
-    batch or of a network never measured). Among equal batches, the first training workload in file order."""
+    batch or of a network never measured). Among equal batches, the first training workload in file order.
+    ``pairs``: :func:`candidate_pairs` of ``rows`` when the caller has them."""
     out = tuple(np.full(len(rows), -1) for _ in range(4))
     if (got := _batched_pairs(rows, params, pairs)) is None:
         return out
@@ -144,38 +143,37 @@ def measured_around(rows: pd.DataFrame, params: dict[str, Any], pairs: pd.DataFr
     return out
 
 
-def named_network_brackets(rows: pd.DataFrame, params: dict[str, Any], pairs: pd.DataFrame | None = None,
-                           around: Around | None = None) -> tuple[np.ndarray, np.ndarray]:
+def named_network_brackets(rows: pd.DataFrame, params: dict[str, Any], around: Around | None = None
+                           ) -> tuple[np.ndarray, np.ndarray]:
     """(lower, upper) per row: indices into ``params["train_z"]`` of the two measured batches of the row's named
     network (:func:`named_network_edges`) that bracket the row's batch, where that batch lies strictly between
     two measured ones and is not itself measured (-1 elsewhere: a measured batch, beyond the edges, or a network
-    never measured). Among equal batches, the first training workload in file order. ``pairs``:
-    :func:`candidate_pairs` of ``rows``, ``around``: :func:`measured_around` of ``rows``, when the caller has them."""
-    below, above, _, _ = around if around is not None else measured_around(rows, params, pairs)
+    never measured). Among equal batches, the first training workload in file order. ``around``:
+    :func:`measured_around` of ``rows`` when the caller has it."""
+    below, above, _, _ = around if around is not None else measured_around(rows, params)
     both = (below >= 0) & (above >= 0)
     return np.where(both, below, -1), np.where(both, above, -1)
 
 
-def named_network_floor(rows: pd.DataFrame, params: dict[str, Any], pairs: pd.DataFrame | None = None,
-                        around: Around | None = None) -> tuple[np.ndarray, np.ndarray]:
+def named_network_floor(rows: pd.DataFrame, params: dict[str, Any], around: Around | None = None
+                        ) -> tuple[np.ndarray, np.ndarray]:
     """(smallest, next) per row: indices into ``params["train_z"]`` of the smallest and the second-smallest measured
     batch of the row's named network where the row asks for a smaller batch than any measured of it (next -1 when
     the network was measured at one batch; both -1 elsewhere). Among equal batches, the first training workload in
-    file order. ``pairs``: :func:`candidate_pairs` of ``rows``, ``around``: :func:`measured_around` of ``rows``, when
-    the caller has them."""
-    below, above, above2, _ = around if around is not None else measured_around(rows, params, pairs)
+    file order. ``around``: :func:`measured_around` of ``rows`` when the caller has it."""
+    below, above, above2, _ = around if around is not None else measured_around(rows, params)
     low = (below < 0) & (above >= 0)
     return np.where(low, above, -1), np.where(low, above2, -1)
 
 
 def affine_below_batches(rows: pd.DataFrame, params: dict[str, Any], ms: np.ndarray,
-                         pairs: pd.DataFrame | None = None, around: Around | None = None) -> np.ndarray:
+                         around: Around | None = None) -> np.ndarray:
     """``ms`` with every row below its named network's smallest measured batch ``p`` (:func:`named_network_floor`)
     replaced by the straight line through the model's times at ``p`` and the next measured batch ``q`` on the row's
     GPU, the marginal cost not below 0, and never below ``t(p) b / p`` (a smaller batch never runs a sample faster;
     that share alone when the network was measured at one batch): the fixed cost per step plus cost per sample of
-    :func:`affine_beyond_edge`, below the measured range. ``pairs``, ``around``: :func:`named_network_floor`."""
-    lo, nxt = named_network_floor(rows, params, pairs, around)
+    :func:`affine_beyond_edge`, below the measured range. ``around``: :func:`named_network_floor`."""
+    lo, nxt = named_network_floor(rows, params, around)
     low = np.flatnonzero(lo >= 0)
     if not len(low):
         return ms
@@ -194,15 +192,15 @@ def affine_below_batches(rows: pd.DataFrame, params: dict[str, Any], ms: np.ndar
 
 
 def affine_between_batches(rows: pd.DataFrame, params: dict[str, Any], ms: np.ndarray,
-                           pairs: pd.DataFrame | None = None, around: Around | None = None) -> np.ndarray:
+                           around: Around | None = None) -> np.ndarray:
     """``ms`` with every row whose batch lies between two measured batches ``p < b < e`` of its named network
     (:func:`named_network_brackets`) replaced by the straight line through the model's times at ``p`` and ``e`` on
     the row's GPU (``batch_edge = "affine"``, inside the measured range): the same fixed cost per step plus cost per
     sample as :func:`affine_beyond_edge` uses beyond it. Both anchors are workloads the model measured, so each keeps
     its own efficiency and per-workload slopes; the row itself, a workload never measured, would otherwise take
     the neighbours' residuals and no slopes of its own (a trace network at batch 32 between its measured 16 and 64
-    came out up to a third slower than at either end's line). ``pairs``, ``around``: :func:`named_network_brackets`."""
-    lo, hi = named_network_brackets(rows, params, pairs, around)
+    came out up to a third slower than at either end's line). ``around``: :func:`named_network_brackets`."""
+    lo, hi = named_network_brackets(rows, params, around)
     mid = np.flatnonzero(lo >= 0)
     if not len(mid):
         return ms
@@ -309,7 +307,7 @@ def rows_at_batch(rows: pd.DataFrame, batch: np.ndarray) -> pd.DataFrame:
 
 
 def affine_beyond_edge(rows: pd.DataFrame, params: dict[str, Any], ms: np.ndarray,
-                       pairs: pd.DataFrame | None = None, around: Around | None = None) -> np.ndarray:
+                       around: Around | None = None) -> np.ndarray:
     """``ms`` (the ``global`` rule's step times of ``rows``) with every row beyond its network's largest measured
     batch ``e`` (:func:`named_network_edges`) replaced by the straight line through the model's times at ``e`` and at the
     network's next-smaller measured batch ``p`` (``batch_edge = "affine"``): ``t(b) = t(e) + (b - e) (t(e) - t(p)) /
@@ -319,8 +317,8 @@ def affine_beyond_edge(rows: pd.DataFrame, params: dict[str, Any], ms: np.ndarra
     batches of the network, on the row's GPU: beyond the data the time grows at the marginal cost the network showed
     last, instead of following the trend in batch (``global``) or growing in proportion from the edge
     (``network``), which misses the fixed per-step cost that the release's hosts add (see
-    :mod:`traintime.chronos.batch_scaling`). ``pairs``, ``around``: :func:`named_network_edges`."""
-    edge, prev = named_network_edges(rows, params, pairs, around)
+    :mod:`traintime.chronos.batch_scaling`). ``around``: :func:`named_network_edges`."""
+    edge, prev = named_network_edges(rows, params, around)
     far = np.flatnonzero(edge >= 0)
     if not len(far):
         return ms

@@ -305,7 +305,7 @@ def neighbour_predict(rows: pd.DataFrame, params: dict[str, Any]) -> tuple[np.nd
 
         around = measured_around(rows, params, pairs)  # the measured batches around each row, once for the 3 lines
         ms = affine_below_batches(rows, params, affine_between_batches(
-            rows, params, affine_beyond_edge(rows, params, ms, pairs, around), pairs, around), pairs, around)
+            rows, params, affine_beyond_edge(rows, params, ms, around), around), around)
     return ms, dist, nearest
 
 
