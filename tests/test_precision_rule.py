@@ -14,8 +14,9 @@ def _iteration() -> pd.DataFrame:
     rows = []
     for gpu, t16, t32 in [("P4", 110.0, 100.0), ("T4", 50.0, 100.0)]:
         for lr in (0.1, 0.01):
-            for bits, tag, t in [(16, "fp16|amp1", t16), (32, "fp32|amp0", t32)]:
-                rows.append({"row_id": f"{gpu}{lr}{bits}", "config_key": f"CNN|m|d|SGD|b8|{tag}|{gpu}|p1",
+            for bits, t in [(16, t16), (32, t32)]:
+                rows.append({"row_id": f"{gpu}{lr}{bits}", "family": "CNN", "model": "m", "dataset": "d",
+                             "optimizer": "SGD", "batch_size": 8, "amp": bits == 16, "param_count": 1,
                              "precision_bits": bits, "learning_rate": lr, "gpu": gpu, "compute_time_ms": t,
                              "status": "ok"})
     return pd.DataFrame(rows)
@@ -36,5 +37,5 @@ def test_each_16_bit_row_meets_its_32_bit_twin_of_the_same_fold_and_learning_rat
     assert slow["mape_32_bit_answer_pct"] == pytest.approx(100 * 10 / 110)  # the rule: 100 for 110
     assert fast["mape_16_bit_answer_pct"] == pytest.approx(0.0) and fast["mape_32_bit_answer_pct"] == pytest.approx(100)
     assert fp16_rule_check(it, oof.iloc[:0], {"P4": False}).empty
-    with pytest.raises(SchemaError, match="config_key"):
-        fp16_rule_check(it.drop(columns="config_key"), oof, {"P4": False})
+    with pytest.raises(SchemaError, match="optimizer"):
+        fp16_rule_check(it.drop(columns="optimizer"), oof, {"P4": False})

@@ -14,9 +14,12 @@ import numpy as np
 import pandas as pd
 
 from traintime.core.errors import SchemaError
+from traintime.data.chronos import CONFIG_KEY_COLUMNS
 
-#: the 16-bit and 32-bit tags of the release's configuration key (``...|fp16|amp1|...`` / ``...|fp32|amp0|...``)
-_TAGS = {16: "|fp16|amp1|", 32: "|fp32|amp0|"}
+#: a 16-bit row's 32-bit twin: the same configuration (:data:`~traintime.data.chronos.CONFIG_KEY_COLUMNS`) apart from
+#: the precision, and the same learning rate (a replicate)
+PAIR_COLUMNS: tuple[str, ...] = (*(c for c in CONFIG_KEY_COLUMNS if c not in ("precision_bits", "amp")),
+                                 "learning_rate")
 COLUMNS = ["protocol", "method", "cards", "predict_answers_with", "gpus", "rows", "measured_16_over_32", "predicted_16_over_32",
            "mape_16_bit_answer_pct", "mape_32_bit_answer_pct"]
 
@@ -25,21 +28,18 @@ def fp16_rule_check(iteration: pd.DataFrame, compute_oof: pd.DataFrame, fast: di
                     method: str = "neighbour") -> pd.DataFrame:
     """Per protocol of ``compute_oof`` (``protocol, fold, method, row_id, pred_ms``: predict_step_grouped's CHRONOS
     out-of-fold compute predictions) and per kind of card (``fast``: GPU name -> has a fast 16-bit rate), on the 16-bit
-    rows whose configuration was also measured at 32 bits (same configuration key apart from the precision, same
-    learning rate): median measured and predicted 16/32 ratios and the MAPE of the 16-bit and of the 32-bit answer
+    rows whose configuration was also measured at 32 bits (:data:`PAIR_COLUMNS`): median measured and predicted 16/32 ratios and the MAPE of the 16-bit and of the 32-bit answer
     (:data:`COLUMNS`). No such row: an empty table."""
-    need = ["row_id", "config_key", "precision_bits", "learning_rate", "gpu", "compute_time_ms"]
+    need = ["row_id", "precision_bits", "compute_time_ms", *PAIR_COLUMNS]
     missing = [c for c in need if c not in iteration.columns]
     if missing:
         raise SchemaError(f"iteration rows lack column(s) {', '.join(missing)}")
     it = iteration[iteration["status"] == "ok"] if "status" in iteration.columns else iteration
     it = it[need].assign(row_id=lambda t: t["row_id"].astype(str))
-    it = it[it["gpu"].isin(list(fast)) & it["precision_bits"].isin(list(_TAGS))].copy()
-    it["pair"] = it["config_key"].astype(str).str.replace(_TAGS[16], "|", regex=False).str.replace(
-        _TAGS[32], "|", regex=False)
+    it = it[it["gpu"].isin(list(fast)) & it["precision_bits"].isin([16, 32])]
     p = compute_oof[compute_oof["method"] == method].assign(row_id=lambda t: t["row_id"].astype(str))
     p = p.merge(it, on="row_id")
-    key = ["protocol", "fold", "pair", "learning_rate"]
+    key = ["protocol", "fold", *PAIR_COLUMNS]
     cols = ["pred_ms", "compute_time_ms"]
     m = p[p["precision_bits"] == 16].merge(p[p["precision_bits"] == 32][key + cols], on=key, suffixes=("", "_32"))
     m["fast"] = m["gpu"].map(fast).astype(bool)
