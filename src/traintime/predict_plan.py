@@ -157,18 +157,17 @@ def _step_ms(w: Workload, gpus: pd.DataFrame, step_model: Any,
 
     from traintime.core.gpudb import has_fast_fp16, has_tf32_bf16
 
-    if w.precision not in ("tf32", "bf16"):
-        rows = step_rows(w, gpus, model_kwargs)
+    if w.precision in ("16", "bf16"):  # the 16-bit answer, and the 32-bit one on the cards without that fast rate
+        rows = step_rows(replace(w, precision="16"), gpus, model_kwargs)
         step = np.array(step_model.predict(rows), dtype=float)  # a copy: changed below
-        if w.precision == "16" and len(slow := np.flatnonzero(~has_fast_fp16(gpus))):  # their 32-bit answers only
+        fast = has_tf32_bf16(gpus) if w.precision == "bf16" else has_fast_fp16(gpus)
+        if len(slow := np.flatnonzero(~fast)):  # their 32-bit answers only
             step[slow] = np.asarray(step_model.predict(step_rows(replace(w, precision="32"), gpus.iloc[slow],
                                                                  model_kwargs)), dtype=float)
         return rows, step
-    if w.precision == "bf16":
-        rows16 = step_rows(replace(w, precision="16"), gpus, model_kwargs)
-        rows32 = step_rows(replace(w, precision="32"), gpus, model_kwargs)
-        step = np.where(has_tf32_bf16(gpus), step_model.predict(rows16), step_model.predict(rows32))
-        return rows16, np.asarray(step, dtype=float)
+    if w.precision != "tf32":
+        rows = step_rows(w, gpus, model_kwargs)
+        return rows, np.asarray(step_model.predict(rows), dtype=float)
     from traintime.chronos.neighbour_frozen import KERNEL_KINDS, KERNEL_SHARE_COLUMNS
 
     rows = step_rows(replace(w, precision="32"), gpus, model_kwargs)
