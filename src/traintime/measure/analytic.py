@@ -185,6 +185,11 @@ def chronos_transformer_flops_per_token(seq_len: int, d_model: int, n_heads: int
     return float(4 * d_model * d_model + 2 * seq_len * d_model * d_head + 2 * d_model * d_ff)
 
 
+def trainable_param_count(model: Any) -> int:
+    """Parameters training updates (``requires_grad``) of a torch module."""
+    return int(sum(p.numel() for p in model.parameters() if p.requires_grad))
+
+
 def model_structure(model: nn.Module, img_px: int, device: str | torch.device = "meta",
                     backward: bool = True) -> dict[str, Any]:
     """Shape-derived structure of ``model`` for one (3, img_px, img_px) sample: measured forward /
@@ -200,7 +205,7 @@ def model_structure(model: nn.Module, img_px: int, device: str | torch.device = 
     finally:
         stats.detach()
     model.zero_grad(set_to_none=True)
-    params = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    params = trainable_param_count(model)
     depth = sum(1 for m in model.modules() if isinstance(m, (nn.Conv2d, nn.Linear)))
     return {
         "param_count": int(params),

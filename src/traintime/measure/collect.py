@@ -158,6 +158,7 @@ def run_convergence_job(run: Mapping[str, Any], collect: Mapping[str, Any],
 
     import torch
 
+    from traintime.measure.analytic import trainable_param_count
     from traintime.measure.datasets import dataset_info, load_dataset
     from traintime.measure.models import (
         create_model,
@@ -212,7 +213,7 @@ def run_convergence_job(run: Mapping[str, Any], collect: Mapping[str, Any],
         "precision_bits": int(run.get("precision", 32)),
         "num_classes": int(info.num_classes),
         "dataset_size": int(info.train_size),
-        "param_count": int(pr.param_count) if pr else int(sum(p.numel() for p in net.parameters() if p.requires_grad)),
+        "param_count": int(pr.param_count) if pr else trainable_param_count(net),
         **{k: arch.get(k) for k in ("embed_dim", "depth", "patch_size", "token_mlp_dim", "channel_mlp_dim")
            if resolved.family == "MLP"},
         "gradient_norm_log10": pr.gradient_norm_log10 if pr else float("nan"),
