@@ -22,8 +22,11 @@ help:
 $(STAMP): requirements.txt requirements/analysis.txt requirements/torch.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -r requirements.txt
-	$(BIN)/python -m pip install --quiet --no-deps -e .
+	$(BIN)/python -m pip install --quiet --no-compile -r requirements.txt
+	$(BIN)/python -m pip install --quiet --no-compile --no-deps -e .
+	@# bytecode of the installed packages and of src/ on every core (pip compiles on one, about 25 s more);
+	@# files that do not compile (other Pythons' sources inside some packages) are left as pip leaves them
+	$(BIN)/python -m compileall -qq -j 0 $(VENV)/lib src || true
 	touch $(STAMP)
 
 setup: $(STAMP)
