@@ -86,6 +86,7 @@ rule predict_cli_example:
     input:
         calibration=rules.predict_interval_coverage.output.calibration,
         neighbour=f"{RESULTS}/models/steptime/neighbour_model.json",  # --step-model auto reads it (rule predict_step_grouped)
+        memory=f"{RESULTS}/models/memory/memory_fit.json",  # the fit call reads it (rule predict_memory_fit)
         iteration=f"{DATA}/iteration.csv",
         lib=lib("predict_cli_example"),
     output:
@@ -285,3 +286,33 @@ rule predict_fp16_rule:
 
 
 ALL_TARGETS.extend(rules.predict_fp16_rule.output)
+
+
+rule predict_memory_fit:
+    """Does the run fit the GPU's memory: predict's estimate (weights, gradients, optimizer state, saved
+    activations; traintime.measure.memory) against the consumer-GPU traces' out-of-memory runs, leave one card
+    memory size out; the usable fraction fitted on every run, which `traintime predict` applies."""
+    input:
+        traces=f"{DATA}/traces.csv",
+        # order only: predict_step_grouped fills the static-feature cache (PUB["cache_dir"]) for every traced model
+        grouped=rules.predict_step_grouped.output.csv,
+        lib=lib("predict_memory_fit"),
+    output:
+        csv=report(f"{TABLES}/predict_memory_fit.csv", caption="../report/predict_memory_fit.rst",
+                   category="Prediction (traintime predict)"),
+        md=f"{TABLES}/predict_memory_fit.md",
+        model=f"{RESULTS}/models/memory/memory_fit.json",
+    params:
+        cache_dir=PUB["cache_dir"],
+    threads: 1
+    log:
+        f"{LOGS}/predict/memory_fit.log",
+    benchmark:
+        bench(f"{LOGS}/predict/memory_fit.log")
+    conda:
+        env("torch")
+    script:
+        "../workflow_scripts/predict_memory_fit.py"
+
+
+ALL_TARGETS.extend(rules.predict_memory_fit.output)

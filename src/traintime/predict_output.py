@@ -2,7 +2,9 @@
 
 The text table lists every GPU with step time, optional loader wait, epochs, hours and cost, each with its
 interval; priced GPUs first, sorted by ``time`` or ``cost``, ``*`` marking the cost-time Pareto front;
-unpriced GPUs follow in their own section (they are not part of the cost ranking).
+unpriced GPUs follow in their own section (they are not part of the cost ranking); GPUs the run is called too big
+for (``fits`` False: :mod:`traintime.predict_memory`) come last, in a section of their own, outside the ranking and
+the Pareto front.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ import pandas as pd
 JSON_KEYS: tuple[str, ...] = (
     "gpu", "step_ms", "step_ms_low", "step_ms_high", "loader_ms", "epoch_s", "epochs", "epochs_low", "epochs_high",
     "hours", "hours_low", "hours_high", "cost_usd", "cost_usd_low", "cost_usd_high", "price_per_hour_usd",
-    "price_date", "price_source", "pareto", "source", "trained_local_rows", "trained_local_gpus",
+    "price_date", "price_source", "pareto", "source", "trained_local_rows", "trained_local_gpus", "memory_gb", "fits",
 )
 
 
@@ -38,7 +40,8 @@ def _clean(v: Any) -> Any:
 
 
 def sort_plan(df: pd.DataFrame, sort: str = "time") -> pd.DataFrame:
-    """Priced GPUs sorted by ``time`` (hours, else step) or ``cost``; unpriced after them, by time."""
+    """Priced GPUs sorted by ``time`` (hours, else step) or ``cost``; unpriced after them, by time; GPUs the run is
+    called too big for (``fits`` False) last."""
     if sort not in ("time", "cost"):
         from traintime.core.errors import TraintimeError
 
@@ -46,8 +49,14 @@ def sort_plan(df: pd.DataFrame, sort: str = "time") -> pd.DataFrame:
     t = df["hours"].where(df["hours"].notna(), df["step_ms"])
     key = (df["cost_usd"].where(df["hours"].notna(), df["step_ms"] * df["price_per_hour_usd"])
            if sort == "cost" else t)
-    return (df.assign(_p=~df["priced"], _k=key, _t=t).sort_values(["_p", "_k", "_t", "gpu"])
-            .drop(columns=["_p", "_k", "_t"]).reset_index(drop=True))
+    short = _too_big(df)
+    return (df.assign(_s=short, _p=~df["priced"], _k=key, _t=t).sort_values(["_s", "_p", "_k", "_t", "gpu"])
+            .drop(columns=["_s", "_p", "_k", "_t"]).reset_index(drop=True))
+
+
+def _too_big(df: pd.DataFrame) -> pd.Series:
+    """True per GPU the run is called too big for (``fits`` False; unknown and older frames: False)."""
+    return df["fits"].map(lambda v: v is False) if "fits" in df else pd.Series(False, df.index)
 
 
 def records(df: pd.DataFrame) -> list[dict[str, Any]]:
@@ -90,7 +99,8 @@ def text_table(df: pd.DataFrame, coverage: float, loader: bool) -> str:
         s += f" {'' if p != p else format(p, '.2f'):>6s}"
         return s
 
-    priced, unpriced = df[df["priced"]], df[~df["priced"]]
+    short = _too_big(df)
+    priced, unpriced, big = df[df["priced"] & ~short], df[~df["priced"] & ~short], df[short]
     lines.append(f"Priced GPUs ({len(priced)}; * = cost-time Pareto front):")
     lines.append(head)
     lines += [row(r) for _, r in priced.iterrows()]
@@ -99,7 +109,20 @@ def text_table(df: pd.DataFrame, coverage: float, loader: bool) -> str:
         lines.append(f"Unpriced GPUs ({len(unpriced)}; no public price recorded, not in the cost ranking):")
         lines.append(head)
         lines += [row(r) for _, r in unpriced.iterrows()]
+    if len(big):
+        need = float(big["memory_gb"].iloc[0])
+        lines.append("")
+        lines.append(f"Too little memory ({len(big)}; the run needs about {need:.1f} GB, above the usable share of "
+                     "these cards' memory; not in the ranking):")
+        lines.append(f"  {'gpu':26s} {'memory GB':>9s} {'step ms (' + pct + ')':>24s}")
+        lines += [f"  {str(r['gpu'])[:26]:26s} {_card_gb(r):>9s} "
+                  f"{_iv(r['step_ms'], r['step_ms_low'], r['step_ms_high'], '.1f'):>24s}" for _, r in big.iterrows()]
     return "\n".join(lines)
+
+
+def _card_gb(r: pd.Series) -> str:
+    v = float(r.get("card_memory_gb", float("nan")))
+    return format(v, "g") if math.isfinite(v) else "-"
 
 
 def plot(df: pd.DataFrame, path: str, title: str = "") -> None:

@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from traintime.chronos.interval_math import combine_log_halfwidths
-from traintime.predict_static import Workload, step_rows
+from traintime.predict_static import Workload, static_features, step_rows
 
 
 def _iteration_step_rows(table: pd.DataFrame, specs: pd.DataFrame) -> pd.DataFrame:
@@ -57,6 +57,8 @@ class PlanContext:
     step_q: float = float("nan")
     epochs_q: float = float("nan")
     seed_q: float = float("nan")
+    #: usable fraction of a card's memory (traintime.predict_memory; NaN: estimate only, no fit call)
+    memory_usable: float = float("nan")
     notes: list[str] = field(default_factory=list)
 
 
@@ -239,8 +241,26 @@ def plan(w: Workload, gpus: pd.DataFrame, step_model: Any, ctx: PlanContext, epo
     out["price_source"] = gpus.get("price_source")
     out["cost_usd"] = out["hours"] * price
     out["cost_usd_low"], out["cost_usd_high"] = out["hours_low"] * price, out["hours_high"] * price
-    t = out["hours"].where(out["hours"].notna(), out["step_ms"])
-    c = out["cost_usd"].where(out["hours"].notna(), out["step_ms"] * price)
-    out["pareto"] = pareto_front(t.to_numpy(), c.to_numpy())
+    out["memory_gb"], out["card_memory_gb"], out["fits"] = memory_columns(w, gpus, ctx.memory_usable, model_kwargs)
+    short = np.array([v is False for v in out["fits"]])  # object column: True / False / None
+    t = out["hours"].where(out["hours"].notna(), out["step_ms"]).mask(short)
+    c = out["cost_usd"].where(out["hours"].notna(), out["step_ms"] * price).mask(short)
+    out["pareto"] = pareto_front(t.to_numpy(), c.to_numpy())  # among the GPUs the run is not called too big for
     out["priced"] = np.isfinite(price)
     return out
+
+
+def memory_columns(w: Workload, gpus: pd.DataFrame, usable: float,
+                   model_kwargs: dict[str, Any] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(estimated training memory in GiB, the same for every GPU; each card's memory in GB; whether the run fits
+    each GPU: True / False / None where the card's memory or the usable fraction is unknown), by
+    :mod:`traintime.measure.memory`."""
+    from traintime.measure.memory import fits, training_memory_gb
+    from traintime.measure.optimizers import optimizer_state_multiplier
+
+    f = static_features(w, model_kwargs)
+    need = float(training_memory_gb(f["param_count"], f["saved_bytes_per_sample"], w.batch_size, w.precision,
+                                    optimizer_state_multiplier(w.optimizer)))
+    card = pd.to_numeric(gpus["memory_gb"], errors="coerce").to_numpy(dtype=float) if "memory_gb" in gpus \
+        else np.full(len(gpus), np.nan)
+    return np.full(len(gpus), need), card, fits(np.full(len(gpus), need), card, usable)

@@ -177,15 +177,19 @@ def run_predict(args: argparse.Namespace, out: Any = None, err: Any = None) -> i
     else:
         trained.add("step-time calibration", _calibration_meta(Path(args.models_dir), args.calibration))
     step_notes.append(trained.lines[-1])
-    ctx = PlanContext(coverage=args.coverage, step_q=step_q)
+    from traintime.predict_memory import load_usable_fraction
+
+    usable, memory_note = load_usable_fraction(args.models_dir)
+    ctx = PlanContext(coverage=args.coverage, step_q=step_q, memory_usable=usable)
     info = [f"workload: {w.model} ({w.family}, {w.model_source}) on {w.dataset}, {w.input_px} px, "
             f"{w.num_classes} classes, {w.num_samples or 'unknown'} samples/epoch, batch {w.batch_size}, "
             + ("32-bit with TF32 convolutions where the card has TF32 tensor cores (predict_plan.tf32_step_ms)"
-               if w.precision == "tf32" else f"{w.precision}-bit") + f", {w.optimizer}",
+               if w.precision == "tf32" else "bf16" if w.precision == "bf16" else f"{w.precision}-bit")
+            + f", {w.optimizer}",
             "step time shown: COMPUTE time (forward + backward + optimizer, data pipeline keeps up)"
             + (f"; loader_ms: modelled DataLoader wait with {args.workers} workers, added to epoch time"
                if args.workers else ""),
-            *step_notes]
+            *step_notes, memory_note]
     epochs: float | None = None
     families: list[str] | None = None
     if args.epochs is not None:

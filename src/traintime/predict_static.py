@@ -176,9 +176,10 @@ def build_model(model: str, num_classes: int, input_px: int, **kwargs: Any) -> A
 #: fields of :func:`traintime.measure.analytic.model_structure` the static features use (cached on disk)
 STRUCTURE_FIELDS: tuple[str, ...] = ("param_count", "flops_fwd_per_sample", "act_scalars", "depth", "bn_layers",
                                      "act_layers", "flops_fwd_hook_per_sample", "flops_1x1_frac", "flops_3x3_frac",
-                                     "flops_depthwise_frac", "flops_grouped_frac")
+                                     "flops_depthwise_frac", "flops_grouped_frac", "saved_bytes_per_sample")
 #: fields of the structure that are counts (the others are floats)
-_COUNT_FIELDS = frozenset({"param_count", "act_scalars", "depth", "bn_layers", "act_layers"})
+_COUNT_FIELDS = frozenset({"param_count", "act_scalars", "depth", "bn_layers", "act_layers",
+                           "saved_bytes_per_sample"})
 
 
 def _walk_structure(model: str, input_px: int, num_classes: int, kwargs: dict[str, Any]) -> dict[str, Any]:
@@ -232,6 +233,7 @@ def static_features(w: Workload, model_kwargs: dict[str, Any] | None = None) -> 
         "flops_train_per_sample": 3.0 * fwd,
         "flops_train_per_batch": 3.0 * fwd * w.batch_size,
         "act_bytes_per_sample": int(s["act_scalars"]) * w.bytes_per_scalar,
+        "saved_bytes_per_sample": int(s["saved_bytes_per_sample"]),  # 32-bit (traintime.measure.memory)
         "layers": int(s["depth"]) + int(s["bn_layers"]) + int(s["act_layers"]),
         # kernel mix: the analytic fractions are of the conv + linear hook total; as shares of the forward FLOPs
         **{k: float(v) for k, v in kernel_shares(s, float(s["flops_fwd_hook_per_sample"]) / max(fwd, 1.0)).items()},

@@ -37,12 +37,15 @@ family by family, so local rows merge with the released meta-dataset:
     (a grouped 3x3 also counts as 3x3); 1x1 and 3x3 otherwise by kernel size.
 ``depth`` = Conv2d + Linear modules; ``bn_layers`` / ``act_layers`` = BatchNorm2d calls /
     ReLU, ReLU6, SiLU, Mish, GELU calls in one forward; ``sum_hwC`` / ``max_hwC`` over Conv2d outputs.
+``saved_bytes_per_sample``
+    bytes autograd keeps for the backward pass of one sample at 32 bits (:class:`SavedTensorBytes`), the
+    batch-dependent part of training memory (:mod:`traintime.measure.memory`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 import torch
 from torch import nn
@@ -111,6 +114,52 @@ def count_flops(model: nn.Module, x: torch.Tensor, backward: bool = True) -> Flo
             out.float().sum().backward()
         bwd = bwd_mode.get_total_flops()
     return FlopCount(int(fwd), int(bwd))
+
+
+def _storage_key(t: torch.Tensor) -> int:
+    """One key per tensor storage (a view shares its base's key); works on ``meta`` tensors, which have no data
+    pointer. Tensors without a plain storage fall back to the object's identity."""
+    try:
+        return int(t.untyped_storage()._cdata)
+    except (AttributeError, RuntimeError, NotImplementedError):  # pragma: no cover - sparse / nested tensors
+        return id(t)
+
+
+def _storage_bytes(t: torch.Tensor) -> int:
+    try:
+        return int(t.untyped_storage().nbytes())
+    except (AttributeError, RuntimeError, NotImplementedError):  # pragma: no cover - sparse / nested tensors
+        return int(t.numel() * t.element_size())
+
+
+class SavedTensorBytes:
+    """Bytes autograd saves for the backward pass while the ``with`` block runs a forward of ``model``
+    (:func:`torch.autograd.graph.saved_tensors_hooks`): each storage counted once, whole (a view or a tensor that
+    several operators save is one storage), the model's parameters left out (they are model state). Sizes only,
+    so it works on the ``meta`` device."""
+
+    def __init__(self, model: nn.Module) -> None:
+        self._params = {_storage_key(p) for p in model.parameters()}
+        self._sizes: dict[int, int] = {}
+        self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, lambda t: t)
+
+    def _pack(self, t: torch.Tensor) -> torch.Tensor:
+        if isinstance(t, torch.Tensor):
+            key = _storage_key(t)
+            if key not in self._params and key not in self._sizes:
+                self._sizes[key] = _storage_bytes(t)
+        return t
+
+    def __enter__(self) -> Self:
+        self._hooks.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._hooks.__exit__(*exc)
+
+    @property
+    def total(self) -> int:
+        return int(sum(self._sizes.values()))
 
 
 class _LayerStats:
@@ -201,7 +250,8 @@ def model_structure(model: nn.Module, img_px: int, device: str | torch.device = 
     stats.attach(model)
     x = torch.zeros(1, 3, img_px, img_px, device=device)
     try:
-        flops = count_flops(model, x, backward=backward)
+        with SavedTensorBytes(model) as saved:
+            flops = count_flops(model, x, backward=backward)
     finally:
         stats.detach()
     model.zero_grad(set_to_none=True)
@@ -219,6 +269,7 @@ def model_structure(model: nn.Module, img_px: int, device: str | torch.device = 
         "max_hwC": int(stats.max_hwc),
         "bn_layers": int(stats.bn_layers),
         "act_layers": int(stats.act_layers),
+        "saved_bytes_per_sample": int(saved.total),
         **stats.fractions(),
     }
 
