@@ -3,6 +3,7 @@
 import hashlib
 import json
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -85,6 +86,9 @@ def test_pairs_and_summary_by_hand():
     assert row["geo_mean_pred_over_measured"] == pytest.approx((1.5 * 0.5 * 0.5) ** (1 / 3))
     assert row["interval_coverage_pct"] == pytest.approx(100 * 2 / 3)  # C: 200 outside 50-150
     assert row["pairs_right_pct"] == pytest.approx(100 * 2 / 3) and row["pairs"] == 3
+    assert np.isnan(row["called_fit_pct"])  # no fit call in these rows
+    called = summarise(rows.assign(fits=[True, False, None])).iloc[0]
+    assert called["called_fit_pct"] == pytest.approx(50.0)  # of the two runs with a call, one called to fit
 
 
 def test_absent_summary_carries_no_number():

@@ -29,7 +29,8 @@ Caveats: the benchmark's fp32 uses TF32 tensor cores for convolutions on Ampere 
 predicted with `--precision tf32` (a physics rule written after seeing these fp32 errors with `--precision 32`:
 not an independent test of it); its fp16 is mixed precision; its times include a real data pipeline
 (predict shows compute time); most batches lie above the step models' training range (16-256). Pairs: GPU
-pairs of one precision ordered right by throughput. Interval: predict's 90 % step interval. Targets (issue 15):
+pairs of one precision ordered right by throughput. Interval: predict's 90 % step interval. called_fit_pct:
+share of the runs predict called to fit the card's memory (every benchmark run ran, so 100 is right). Targets (issue 15):
 MAPE <= 25 %, >= 90 % of pairs right. See traintime.predict_external.
 """
 

@@ -64,7 +64,7 @@ FILES: dict[str, tuple[str, str]] = {p: (f"pytorch/pytorch-train-throughput-{p}.
 COLUMN = "resnet50"
 #: Columns of the measured rows (:func:`load_benchmark`) and of the rows with predictions (:func:`predict_rows`).
 MEASURED_COLUMNS = ["precision", "bench_gpu", "gpu", "batch_size", "images_per_s", "step_ms"]
-ROW_COLUMNS = [*MEASURED_COLUMNS, "pred_ms", "pred_low_ms", "pred_high_ms"]
+ROW_COLUMNS = [*MEASURED_COLUMNS, "pred_ms", "pred_low_ms", "pred_high_ms", "memory_gb", "fits"]
 TARGET_MAPE = 25.0
 TARGET_PAIRS = 90.0
 
@@ -119,9 +119,11 @@ def predict_rows(measured: pd.DataFrame, run_cli: Callable[[list[str]], str], mo
         commands.append("traintime " + shlex.join(args))
         records = {r["gpu"]: r for r in json.loads(run_cli(args))}
         g = g.copy()
-        for col, key in (("pred_ms", "step_ms"), ("pred_low_ms", "step_ms_low"), ("pred_high_ms", "step_ms_high")):
-            g[col] = [float(records[x][key]) if x in records and records[x][key] is not None else np.nan
+        for col, key in (("pred_ms", "step_ms"), ("pred_low_ms", "step_ms_low"), ("pred_high_ms", "step_ms_high"),
+                         ("memory_gb", "memory_gb")):
+            g[col] = [float(records[x][key]) if x in records and records[x].get(key) is not None else np.nan
                       for x in g["gpu"]]
+        g["fits"] = [records[x].get("fits") if x in records else None for x in g["gpu"]]  # every benchmark run ran
         out.append(g)
     return pd.concat(out, ignore_index=True) if out else measured.assign(pred_ms=[], pred_low_ms=[], pred_high_ms=[]), commands
 
@@ -138,7 +140,8 @@ def pairs_right(rows: pd.DataFrame) -> tuple[int, int]:
 
 def summarise(rows: pd.DataFrame) -> pd.DataFrame:
     """Per precision and ``all``: rows, GPUs, MAPE, median APE, geometric-mean ratio, interval coverage,
-    pairs right (module doc), with the issue's targets."""
+    pairs right (module doc), the share of runs ``predict`` called to fit the card's memory (``called_fit_pct``:
+    every benchmark run ran, so 100 is right; NaN without the fit call), with the issue's targets."""
     from traintime.core.metrics import step_errors
 
     out = []
@@ -148,16 +151,19 @@ def summarise(rows: pd.DataFrame) -> pd.DataFrame:
             continue
         right, total = pairs_right(g)
         inside = (g["pred_low_ms"] <= g["step_ms"]) & (g["step_ms"] <= g["pred_high_ms"])
+        called = [v for v in g.get("fits", pd.Series(dtype=object)) if isinstance(v, (bool, np.bool_))]
         out.append(dict(precision=prec, rows=len(g), gpus=g["gpu"].nunique(), **step_errors(g["step_ms"], g["pred_ms"]),
                         interval_coverage_pct=float(inside.mean() * 100.0), pairs=total,
                         pairs_right_pct=float(100.0 * right / total) if total else np.nan,
+                        called_fit_pct=float(100.0 * np.mean([bool(v) for v in called])) if called else np.nan,
                         target_mape_pct=TARGET_MAPE, target_pairs_pct=TARGET_PAIRS))
     return pd.DataFrame(out)
 
 
 #: Columns of the summary when the data could not be had (one row saying so).
 ABSENT_COLUMNS = ["precision", "rows", "gpus", "mape_pct", "median_ape_pct", "geo_mean_pred_over_measured",
-                  "interval_coverage_pct", "pairs", "pairs_right_pct", "target_mape_pct", "target_pairs_pct"]
+                  "interval_coverage_pct", "pairs", "pairs_right_pct", "called_fit_pct", "target_mape_pct",
+                  "target_pairs_pct"]
 
 
 def absent_summary(reason: str) -> pd.DataFrame:
