@@ -56,7 +56,9 @@ def sort_plan(df: pd.DataFrame, sort: str = "time") -> pd.DataFrame:
 
 def _too_big(df: pd.DataFrame) -> pd.Series:
     """True per GPU the run is called too big for (``fits`` False; unknown and older frames: False)."""
-    return df["fits"].map(lambda v: v is False) if "fits" in df else pd.Series(False, df.index)
+    from traintime.measure.memory import called_too_big
+
+    return pd.Series(called_too_big(df["fits"]) if "fits" in df else False, index=df.index)
 
 
 def records(df: pd.DataFrame) -> list[dict[str, Any]]:

@@ -241,8 +241,10 @@ def plan(w: Workload, gpus: pd.DataFrame, step_model: Any, ctx: PlanContext, epo
     out["price_source"] = gpus.get("price_source")
     out["cost_usd"] = out["hours"] * price
     out["cost_usd_low"], out["cost_usd_high"] = out["hours_low"] * price, out["hours_high"] * price
+    from traintime.measure.memory import called_too_big
+
     out["memory_gb"], out["card_memory_gb"], out["fits"] = memory_columns(w, gpus, ctx.memory_usable, model_kwargs)
-    short = np.array([v is False for v in out["fits"]])  # object column: True / False / None
+    short = called_too_big(out["fits"])
     t = out["hours"].where(out["hours"].notna(), out["step_ms"]).mask(short)
     c = out["cost_usd"].where(out["hours"].notna(), out["step_ms"] * price).mask(short)
     out["pareto"] = pareto_front(t.to_numpy(), c.to_numpy())  # among the GPUs the run is not called too big for

@@ -59,6 +59,11 @@ def fits(memory_gb: Any, card_gb: Any, usable_fraction: float) -> np.ndarray:
     return out
 
 
+def called_too_big(fit_calls: Any) -> np.ndarray:
+    """True per entry of :func:`fits` output that is False (too big); None (unknown) and True give False."""
+    return np.array([v is False for v in fit_calls], dtype=bool)
+
+
 def fit_usable_fraction(memory_gb: Any, card_gb: Any, oom: Any, grid: np.ndarray = USABLE_GRID) -> float:
     """The fraction of :data:`USABLE_GRID` whose call (out of memory when ``memory > u x card``) agrees with the
     measured ``oom`` labels most often (the middle of the best run of fractions when several tie)."""
