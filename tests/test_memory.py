@@ -17,6 +17,7 @@ from traintime.measure.analytic import SavedTensorBytes
 from traintime.measure.memory import (
     fit_usable_fraction,
     fits,
+    largest_batch,
     leave_one_size_out,
     training_memory_gb,
 )
@@ -57,6 +58,17 @@ def test_training_memory_formula() -> None:
     assert training_memory_gb(1e6, 1e6, 10, "32") == pytest.approx((1e6 * 12 + 1e7) / gib)
     assert training_memory_gb(0, 1e6, 10, "bf16") == pytest.approx(training_memory_gb(0, 1e6, 10, "fp16"))
     assert training_memory_gb(0, 1e6, 10, "tf32") == pytest.approx(training_memory_gb(0, 1e6, 10, "32"))
+
+
+def test_largest_batch_is_the_inverse_of_the_estimate() -> None:
+    p, saved, card, u = 25e6, 80e6, np.array([8.0, 24.0, 0.1, np.nan]), 0.8
+    for prec in ("32", "16"):
+        b = largest_batch(p, saved, prec, card, u, optimizer_states=1)
+        assert b[2] == 0 and np.isnan(b[3])  # not even the state fits; unknown card
+        for bi, c in zip(b[:2], card[:2]):
+            assert training_memory_gb(p, saved, bi, prec) <= u * c < training_memory_gb(p, saved, bi + 1, prec)
+    assert largest_batch(p, saved, "16", 24.0, u) > largest_batch(p, saved, "32", 24.0, u)
+    assert np.isnan(largest_batch(p, 0.0, "32", 24.0, u))
 
 
 def test_fits_is_none_where_the_card_or_the_fraction_is_unknown() -> None:
@@ -105,7 +117,8 @@ def test_predict_sets_a_gpu_with_too_little_memory_apart(tmp_path, capsys) -> No
     recs = {r["gpu"]: r for r in json.loads(capsys.readouterr().out)}
     assert recs["T4"]["fits"] is False and recs["T4"]["pareto"] is False
     assert recs["H100-PCIe"]["fits"] is True and recs["H100-PCIe"]["pareto"] is True
+    assert 0 < recs["T4"]["max_batch"] < 2048 <= recs["H100-PCIe"]["max_batch"]
     assert main(args) == 0
     out = capsys.readouterr().out
-    assert "Too little memory (1;" in out and "within 80% of its memory" in out
+    assert "Too little memory (1;" in out and "within 80% of its memory" in out and "largest batch" in out
     assert "T4" in out.split("Too little memory")[1] and "T4" not in out.split("Too little memory")[0].split("Priced")[1]

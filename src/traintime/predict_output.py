@@ -20,6 +20,7 @@ JSON_KEYS: tuple[str, ...] = (
     "gpu", "step_ms", "step_ms_low", "step_ms_high", "loader_ms", "epoch_s", "epochs", "epochs_low", "epochs_high",
     "hours", "hours_low", "hours_high", "cost_usd", "cost_usd_low", "cost_usd_high", "price_per_hour_usd",
     "price_date", "price_source", "pareto", "source", "trained_local_rows", "trained_local_gpus", "memory_gb", "fits",
+    "max_batch",
 )
 
 
@@ -116,10 +117,15 @@ def text_table(df: pd.DataFrame, coverage: float, loader: bool) -> str:
         lines.append("")
         lines.append(f"Too little memory ({len(big)}; the run needs about {need:.1f} GB, above the usable share of "
                      "these cards' memory; not in the ranking):")
-        lines.append(f"  {'gpu':26s} {'memory GB':>9s} {'step ms (' + pct + ')':>24s}")
-        lines += [f"  {str(r['gpu'])[:26]:26s} {_card_gb(r):>9s} "
+        lines.append(f"  {'gpu':26s} {'memory GB':>9s} {'largest batch':>13s} {'step ms (' + pct + ')':>24s}")
+        lines += [f"  {str(r['gpu'])[:26]:26s} {_card_gb(r):>9s} {_whole(r.get('max_batch')):>13s} "
                   f"{_iv(r['step_ms'], r['step_ms_low'], r['step_ms_high'], '.1f'):>24s}" for _, r in big.iterrows()]
     return "\n".join(lines)
+
+
+def _whole(v: Any) -> str:
+    v = float("nan") if v is None else float(v)
+    return format(int(v), "d") if math.isfinite(v) else "-"
 
 
 def _card_gb(r: pd.Series) -> str:

@@ -243,7 +243,8 @@ def plan(w: Workload, gpus: pd.DataFrame, step_model: Any, ctx: PlanContext, epo
     out["cost_usd_low"], out["cost_usd_high"] = out["hours_low"] * price, out["hours_high"] * price
     from traintime.measure.memory import called_too_big
 
-    out["memory_gb"], out["card_memory_gb"], out["fits"] = memory_columns(w, gpus, ctx.memory_usable, model_kwargs)
+    out["memory_gb"], out["card_memory_gb"], out["fits"], out["max_batch"] = memory_columns(
+        w, gpus, ctx.memory_usable, model_kwargs)
     short = called_too_big(out["fits"])
     t = out["hours"].where(out["hours"].notna(), out["step_ms"]).mask(short)
     c = out["cost_usd"].where(out["hours"].notna(), out["step_ms"] * price).mask(short)
@@ -253,16 +254,18 @@ def plan(w: Workload, gpus: pd.DataFrame, step_model: Any, ctx: PlanContext, epo
 
 
 def memory_columns(w: Workload, gpus: pd.DataFrame, usable: float,
-                   model_kwargs: dict[str, Any] | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                   model_kwargs: dict[str, Any] | None = None
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(estimated training memory in GiB, the same for every GPU; each card's memory in GB; whether the run fits
-    each GPU: True / False / None where the card's memory or the usable fraction is unknown), by
-    :mod:`traintime.measure.memory`."""
-    from traintime.measure.memory import fits, training_memory_gb
+    each GPU: True / False / None where the card's memory or the usable fraction is unknown; the largest batch
+    that fits each GPU, NaN where unknown), by :mod:`traintime.measure.memory`."""
+    from traintime.measure.memory import fits, largest_batch, training_memory_gb
     from traintime.measure.optimizers import optimizer_state_multiplier
 
     f = static_features(w, model_kwargs)
-    need = float(training_memory_gb(f["param_count"], f["saved_bytes_per_sample"], w.batch_size, w.precision,
-                                    optimizer_state_multiplier(w.optimizer)))
+    states = optimizer_state_multiplier(w.optimizer)
+    need = float(training_memory_gb(f["param_count"], f["saved_bytes_per_sample"], w.batch_size, w.precision, states))
     card = pd.to_numeric(gpus["memory_gb"], errors="coerce").to_numpy(dtype=float) if "memory_gb" in gpus \
         else np.full(len(gpus), np.nan)
-    return np.full(len(gpus), need), card, fits(np.full(len(gpus), need), card, usable)
+    top = largest_batch(f["param_count"], f["saved_bytes_per_sample"], w.precision, card, usable, states)
+    return np.full(len(gpus), need), card, fits(np.full(len(gpus), need), card, usable), top

@@ -37,15 +37,21 @@ USABLE_GRID = np.round(np.arange(0.50, 1.2001, 0.005), 3)
 GIB = float(2 ** 30)
 
 
+def _bytes(param_count: Any, saved_bytes_per_sample: Any, precision: Any,
+           optimizer_states: Any) -> tuple[np.ndarray, np.ndarray]:
+    """(model state bytes, activation bytes per sample) of the estimate (module doc)."""
+    prec = np.asarray(precision, dtype=object).astype(str)
+    a = np.where(np.isin(prec, list(HALF_PRECISIONS)), HALF_ACTIVATIONS, 1.0)
+    state = np.asarray(param_count, dtype=float) * (8.0 + 4.0 * np.asarray(optimizer_states, dtype=float))
+    return state, np.asarray(saved_bytes_per_sample, dtype=float) * a
+
+
 def training_memory_gb(param_count: Any, saved_bytes_per_sample: Any, batch_size: Any, precision: Any,
                        optimizer_states: Any = 1) -> np.ndarray:
     """Estimated training memory, GiB (module doc); arrays broadcast. ``precision``: ``32``, ``tf32``, ``16``,
     ``bf16`` (or ``fp32`` / ``fp16``); ``optimizer_states``: states per parameter (1 SGD momentum, 2 Adam)."""
-    prec = np.asarray(precision, dtype=object).astype(str)
-    a = np.where(np.isin(prec, list(HALF_PRECISIONS)), HALF_ACTIVATIONS, 1.0)
-    p = np.asarray(param_count, dtype=float)
-    state = p * (8.0 + 4.0 * np.asarray(optimizer_states, dtype=float))
-    return (state + np.asarray(saved_bytes_per_sample, dtype=float) * np.asarray(batch_size, dtype=float) * a) / GIB
+    state, per = _bytes(param_count, saved_bytes_per_sample, precision, optimizer_states)
+    return (state + per * np.asarray(batch_size, dtype=float)) / GIB
 
 
 def fits(memory_gb: Any, card_gb: Any, usable_fraction: float) -> np.ndarray:
@@ -57,6 +63,18 @@ def fits(memory_gb: Any, card_gb: Any, usable_fraction: float) -> np.ndarray:
     out = np.full(need.shape, None, dtype=object)
     out[known] = [bool(v) for v in need[known] <= usable_fraction * card[known]]  # Python bools: `is False` holds
     return out
+
+
+def largest_batch(param_count: Any, saved_bytes_per_sample: Any, precision: Any, card_gb: Any,
+                  usable_fraction: float, optimizer_states: Any = 1) -> np.ndarray:
+    """The largest batch whose estimate (:func:`training_memory_gb`) is within ``usable_fraction`` of ``card_gb``
+    (0 where not even the model state fits; NaN where the card's memory, the fraction or the saved bytes are
+    unknown or the saved bytes are 0); a float array of whole numbers."""
+    state, per = _bytes(param_count, saved_bytes_per_sample, precision, optimizer_states)
+    room = usable_fraction * np.asarray(card_gb, dtype=float) * GIB - state
+    with np.errstate(divide="ignore", invalid="ignore"):
+        b = np.floor(np.maximum(room, 0.0) / per)
+    return np.where(np.isfinite(b) & (per > 0), b, np.nan)
 
 
 def called_too_big(fit_calls: Any) -> np.ndarray:
