@@ -19,6 +19,7 @@ from traintime.measure.memory import (
     fits,
     largest_batch,
     leave_one_size_out,
+    state_bytes,
     training_memory_gb,
 )
 
@@ -53,17 +54,25 @@ def test_model_structure_reports_saved_bytes() -> None:
 
 def test_training_memory_formula() -> None:
     gib = 2.0 ** 30
-    got = training_memory_gb(1e6, 1e6, 10, "16", optimizer_states=2)
-    assert got == pytest.approx((1e6 * (8 + 8) + 1e6 * 10 * 0.5) / gib)
-    assert training_memory_gb(1e6, 1e6, 10, "32") == pytest.approx((1e6 * 12 + 1e7) / gib)
+    got = training_memory_gb(16e6, 1e6, 10, "16")
+    assert got == pytest.approx((16e6 + 1e6 * 10 * 0.5) / gib)
+    assert training_memory_gb(12e6, 1e6, 10, "32") == pytest.approx((12e6 + 1e7) / gib)
     assert training_memory_gb(0, 1e6, 10, "bf16") == pytest.approx(training_memory_gb(0, 1e6, 10, "fp16"))
     assert training_memory_gb(0, 1e6, 10, "tf32") == pytest.approx(training_memory_gb(0, 1e6, 10, "32"))
 
 
+def test_state_bytes_are_weights_gradients_and_optimizer_state_of_the_static_features() -> None:
+    from traintime.predict_static import make_workload, static_features
+
+    for opt, per_param in (("sgd", 12), ("adamw", 16)):
+        f = static_features(make_workload("resnet18", 8, "16", opt, input_size=32, num_classes=10))
+        assert state_bytes(f) == per_param * f["param_count"]
+
+
 def test_largest_batch_is_the_inverse_of_the_estimate() -> None:
-    p, saved, card, u = 25e6, 80e6, np.array([8.0, 24.0, 0.1, np.nan]), 0.8
+    p, saved, card, u = 25e6 * 12, 80e6, np.array([8.0, 24.0, 0.1, np.nan]), 0.8  # state bytes of 25 M params, SGD
     for prec in ("32", "16"):
-        b = largest_batch(p, saved, prec, card, u, optimizer_states=1)
+        b = largest_batch(p, saved, prec, card, u)
         assert b[2] == 0 and np.isnan(b[3])  # not even the state fits; unknown card
         for bi, c in zip(b[:2], card[:2]):
             assert training_memory_gb(p, saved, bi, prec) <= u * c < training_memory_gb(p, saved, bi + 1, prec)

@@ -21,6 +21,7 @@ from traintime.core.errors import SchemaError
 from traintime.measure.memory import (
     fit_usable_fraction,
     leave_one_size_out,
+    state_bytes,
     training_memory_gb,
 )
 
@@ -58,12 +59,10 @@ def trace_memory_runs(traces: pd.DataFrame) -> pd.DataFrame:
         except TraintimeError as exc:
             skipped.append(f"{model} {int(px)} px: {str(exc).splitlines()[0][:120]}")
     key = list(zip(runs["model"], runs["img_px"].astype(int)))
-    params = np.array([per[k]["param_count"] if k in per else np.nan for k in key], dtype=float)
+    state = np.array([state_bytes(per[k]) if k in per else np.nan for k in key], dtype=float)
     saved = np.array([per[k]["saved_bytes_per_sample"] if k in per else np.nan for k in key], dtype=float)
-    states = np.array([per[k]["optimizer_state_bytes"] / max(per[k]["param_bytes"], 1) if k in per else np.nan
-                       for k in key], dtype=float)
     prec = runs["precision"].astype(str).map(PRECISION).to_numpy()
-    runs["memory_gb"] = training_memory_gb(params, saved, runs["batch_size"].to_numpy(float), prec, states)
+    runs["memory_gb"] = training_memory_gb(state, saved, runs["batch_size"].to_numpy(float), prec)
     runs = runs[np.isfinite(runs["memory_gb"].to_numpy(float))].reset_index(drop=True)
     runs.attrs["skipped"] = skipped
     return runs

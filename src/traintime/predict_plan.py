@@ -259,13 +259,17 @@ def memory_columns(w: Workload, gpus: pd.DataFrame, usable: float,
     """(estimated training memory in GiB, the same for every GPU; each card's memory in GB; whether the run fits
     each GPU: True / False / None where the card's memory or the usable fraction is unknown; the largest batch
     that fits each GPU, NaN where unknown), by :mod:`traintime.measure.memory`."""
-    from traintime.measure.memory import fits, largest_batch, training_memory_gb
-    from traintime.measure.optimizers import optimizer_state_multiplier
+    from traintime.measure.memory import (
+        fits,
+        largest_batch,
+        state_bytes,
+        training_memory_gb,
+    )
 
     f = static_features(w, model_kwargs)
-    states = optimizer_state_multiplier(w.optimizer)
-    need = float(training_memory_gb(f["param_count"], f["saved_bytes_per_sample"], w.batch_size, w.precision, states))
+    state = state_bytes(f)
+    need = float(training_memory_gb(state, f["saved_bytes_per_sample"], w.batch_size, w.precision))
     card = pd.to_numeric(gpus["memory_gb"], errors="coerce").to_numpy(dtype=float) if "memory_gb" in gpus \
         else np.full(len(gpus), np.nan)
-    top = largest_batch(f["param_count"], f["saved_bytes_per_sample"], w.precision, card, usable, states)
-    return np.full(len(gpus), need), card, fits(np.full(len(gpus), need), card, usable), top
+    top = largest_batch(state, f["saved_bytes_per_sample"], w.precision, card, usable)
+    return np.full(len(gpus), need), card, fits(need, card, usable), top

@@ -2,10 +2,10 @@
 
 Estimate (bytes) of one training step of batch ``B``::
 
-    memory = P x (4 weights + 4 gradients + 4 x optimizer states)  +  saved x B x a(precision)
+    memory = state  +  saved x B x a(precision)
 
-``P``: trainable parameters; optimizer states per parameter from
-:func:`traintime.measure.optimizers.optimizer_state_multiplier` (1 for SGD momentum, 2 for Adam); ``saved``: the
+``state``: the model state bytes of the static features (:func:`state_bytes`: ``param_bytes`` + ``grad_bytes`` +
+``optimizer_state_bytes`` = 4 P x (2 + optimizer states per parameter), :mod:`traintime.measure.analytic`); ``saved``: the
 bytes autograd keeps for the backward pass of one sample at 32 bits
 (:class:`traintime.measure.analytic.SavedTensorBytes`, on the meta device); ``a`` = 1 at 32 bits (``32``,
 ``tf32``) and :data:`HALF_ACTIVATIONS` = 0.5 under 16-bit autocast (``16``, ``bf16``: the saved activations are
@@ -21,6 +21,7 @@ fitted on the runs of every other card memory size and tested on the held-out si
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -37,21 +38,24 @@ USABLE_GRID = np.round(np.arange(0.50, 1.2001, 0.005), 3)
 GIB = float(2 ** 30)
 
 
-def _bytes(param_count: Any, saved_bytes_per_sample: Any, precision: Any,
-           optimizer_states: Any) -> tuple[np.ndarray, np.ndarray]:
-    """(model state bytes, activation bytes per sample) of the estimate (module doc)."""
+def state_bytes(features: Mapping[str, Any]) -> float:
+    """Weights + gradients + optimizer state, bytes, of a workload's static features (analytic's ``param_bytes``,
+    ``grad_bytes``, ``optimizer_state_bytes``)."""
+    return float(features["param_bytes"]) + float(features["grad_bytes"]) + float(features["optimizer_state_bytes"])
+
+
+def _per_sample(saved_bytes_per_sample: Any, precision: Any) -> np.ndarray:
+    """Activation bytes per sample at ``precision`` (module doc)."""
     prec = np.asarray(precision, dtype=object).astype(str)
     a = np.where(np.isin(prec, list(HALF_PRECISIONS)), HALF_ACTIVATIONS, 1.0)
-    state = np.asarray(param_count, dtype=float) * (8.0 + 4.0 * np.asarray(optimizer_states, dtype=float))
-    return state, np.asarray(saved_bytes_per_sample, dtype=float) * a
+    return np.asarray(saved_bytes_per_sample, dtype=float) * a
 
 
-def training_memory_gb(param_count: Any, saved_bytes_per_sample: Any, batch_size: Any, precision: Any,
-                       optimizer_states: Any = 1) -> np.ndarray:
-    """Estimated training memory, GiB (module doc); arrays broadcast. ``precision``: ``32``, ``tf32``, ``16``,
-    ``bf16`` (or ``fp32`` / ``fp16``); ``optimizer_states``: states per parameter (1 SGD momentum, 2 Adam)."""
-    state, per = _bytes(param_count, saved_bytes_per_sample, precision, optimizer_states)
-    return (state + per * np.asarray(batch_size, dtype=float)) / GIB
+def training_memory_gb(state: Any, saved_bytes_per_sample: Any, batch_size: Any, precision: Any) -> np.ndarray:
+    """Estimated training memory, GiB (module doc); arrays broadcast. ``state``: :func:`state_bytes`;
+    ``precision``: ``32``, ``tf32``, ``16``, ``bf16`` (or ``fp32`` / ``fp16``)."""
+    per = _per_sample(saved_bytes_per_sample, precision)
+    return (np.asarray(state, dtype=float) + per * np.asarray(batch_size, dtype=float)) / GIB
 
 
 def fits(memory_gb: Any, card_gb: Any, usable_fraction: float) -> np.ndarray:
@@ -65,13 +69,13 @@ def fits(memory_gb: Any, card_gb: Any, usable_fraction: float) -> np.ndarray:
     return out
 
 
-def largest_batch(param_count: Any, saved_bytes_per_sample: Any, precision: Any, card_gb: Any,
-                  usable_fraction: float, optimizer_states: Any = 1) -> np.ndarray:
+def largest_batch(state: Any, saved_bytes_per_sample: Any, precision: Any, card_gb: Any,
+                  usable_fraction: float) -> np.ndarray:
     """The largest batch whose estimate (:func:`training_memory_gb`) is within ``usable_fraction`` of ``card_gb``
     (0 where not even the model state fits; NaN where the card's memory, the fraction or the saved bytes are
     unknown or the saved bytes are 0); a float array of whole numbers."""
-    state, per = _bytes(param_count, saved_bytes_per_sample, precision, optimizer_states)
-    room = usable_fraction * np.asarray(card_gb, dtype=float) * GIB - state
+    per = _per_sample(saved_bytes_per_sample, precision)
+    room = usable_fraction * np.asarray(card_gb, dtype=float) * GIB - np.asarray(state, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         b = np.floor(np.maximum(room, 0.0) / per)
     return np.where(np.isfinite(b) & (per > 0), b, np.nan)
@@ -119,7 +123,7 @@ def leave_one_size_out(runs: pd.DataFrame) -> pd.DataFrame:
     for size in sizes:
         train, test = r[r["card_gb"] != size], r[r["card_gb"] == size]
         u = fit_usable_fraction(train["memory_gb"], train["card_gb"], train["oom"])
-        flag = ~fits(test["memory_gb"], test["card_gb"], u).astype(bool)
+        flag = called_too_big(fits(test["memory_gb"], test["card_gb"], u))
         oom = test["oom"].to_numpy(dtype=bool)
         flags.append(flag)
         labels.append(oom)
