@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 
 from traintime.core.errors import SchemaError
+from traintime.core.metrics import mape
 from traintime.data.chronos import CONFIG_KEY_COLUMNS
 
 #: a 16-bit row's 32-bit twin: the same configuration (:data:`~traintime.data.chronos.CONFIG_KEY_COLUMNS`) apart from
@@ -53,8 +54,7 @@ def fp16_rule_check(iteration: pd.DataFrame, compute_oof: pd.DataFrame, fast: di
                     "gpus": ", ".join(sorted(g["gpu"].unique())), "rows": len(g),
                     "measured_16_over_32": float(np.median(y / g["compute_time_ms_32"].to_numpy(dtype=float))),
                     "predicted_16_over_32": float(np.median(p16 / p32)),
-                    "mape_16_bit_answer_pct": float(100 * np.mean(np.abs(p16 / y - 1))),
-                    "mape_32_bit_answer_pct": float(100 * np.mean(np.abs(p32 / y - 1)))})
+                    "mape_16_bit_answer_pct": mape(y, p16), "mape_32_bit_answer_pct": mape(y, p32)})
     order = {p: i for i, p in enumerate(dict.fromkeys(compute_oof["protocol"]))}  # the protocols' own order
     return (pd.DataFrame(out, columns=COLUMNS).sort_values(["protocol", "cards"], key=lambda c: c.map(order)
                                                            if c.name == "protocol" else c, kind="stable")
