@@ -157,13 +157,12 @@ def _step_ms(w: Workload, gpus: pd.DataFrame, step_model: Any,
     all measured on tensor cores, and the release's P4 ran its 16-bit CNN and MLP steps a little slower than 32-bit)."""
     from dataclasses import replace
 
-    from traintime.core.gpudb import has_fast_fp16, has_tf32_bf16
+    from traintime.core.gpudb import has_tf32_bf16
 
     if w.precision in ("16", "bf16"):  # the 16-bit answer, and the 32-bit one on the cards without that fast rate
         rows = step_rows(replace(w, precision="16"), gpus, model_kwargs)
         step = np.array(step_model.predict(rows), dtype=float)  # a copy: changed below
-        fast = has_tf32_bf16(gpus) if w.precision == "bf16" else has_fast_fp16(gpus)
-        if len(slow := np.flatnonzero(~fast)):  # their 32-bit answers only
+        if len(slow := np.flatnonzero(~fast_16bit(w.precision, gpus))):  # their 32-bit answers only
             step[slow] = np.asarray(step_model.predict(step_rows(replace(w, precision="32"), gpus.iloc[slow],
                                                                  model_kwargs)), dtype=float)
         return rows, step
@@ -181,14 +180,23 @@ def _step_ms(w: Workload, gpus: pd.DataFrame, step_model: Any,
     return rows, step
 
 
+def fast_16bit(precision: str, gpus: pd.DataFrame) -> np.ndarray:
+    """True per card of ``gpus`` where a ``16`` or ``bf16`` run keeps the step model's 16-bit answer (:func:`_step_ms`;
+    the others take their 32-bit answer): BF16 tensor cores for ``bf16`` (:func:`~traintime.core.gpudb.has_tf32_bf16`),
+    a fast 16-bit rate for ``16`` (:func:`~traintime.core.gpudb.has_fast_fp16`)."""
+    from traintime.core.gpudb import has_fast_fp16, has_tf32_bf16
+
+    return has_tf32_bf16(gpus) if precision == "bf16" else has_fast_fp16(gpus)
+
+
 def precision_notes(w: Workload, gpus: pd.DataFrame) -> list[str]:
     """Notes for ``predict``'s output where the asked precision runs differently from what its answer assumes on
     some of ``gpus`` (the cards :func:`_step_ms` treats apart: :func:`traintime.core.gpudb.has_tf32_bf16`,
-    :func:`traintime.core.gpudb.has_fast_fp16`)."""
-    from traintime.core.gpudb import has_fast_fp16, has_tf32_bf16
+    :func:`traintime.core.gpudb.has_fast_fp16`: :func:`fast_16bit`)."""
+    from traintime.core.gpudb import has_tf32_bf16
 
     if w.precision == "16":
-        slow = ~has_fast_fp16(gpus)
+        slow = ~fast_16bit("16", gpus)
         return [(f"16-bit runs gain no arithmetic rate on cards without tensor cores or a faster 16-bit rate "
                  f"({int(slow.sum())} of these GPUs: Pascal and older, except GP100 cards such as the P100): their "
                  "32-bit step time is shown")] if slow.any() else []
@@ -205,8 +213,8 @@ def precision_notes(w: Workload, gpus: pd.DataFrame) -> list[str]:
     if w.precision == "bf16":
         notes = [("bf16 step times are the 16-bit answers (the step models were fitted on fp32 and fp16 measurements; "
                   "bf16 runs at fp16's tensor-core rate, a few per cent slower on the consumer-GPU traces)")]
-        if not ampere.all():
-            notes.append(f"bf16 on cards without BF16 tensor cores (before Ampere: {int((~ampere).sum())} of these "
+        if (slow := ~fast_16bit("bf16", gpus)).any():
+            notes.append(f"bf16 on cards without BF16 tensor cores (before Ampere: {int(slow.sum())} of these "
                          "GPUs) runs at about the FP32 rate: their 32-bit step time is shown")
         return notes
     return []
