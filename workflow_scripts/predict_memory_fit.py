@@ -1,11 +1,10 @@
 """Predict's memory estimate against the traces' out-of-memory runs, and the usable fraction predict applies
 (rule predict_memory_fit)."""
 
-import json
 import os
 from pathlib import Path
 
-from traintime.core.io import read_csv, write_table
+from traintime.core.io import read_csv, write_json, write_table
 from traintime.core.workflow import run_script
 
 NOTE = """
@@ -30,8 +29,7 @@ def main(snakemake):
     write_table(table, snakemake.output.csv, snakemake.output.md,
                 title="Does the run fit the GPU's memory? Predict's estimate against measured out-of-memory runs",
                 note=note, floatfmt=".4g")
-    Path(snakemake.output.model).parent.mkdir(parents=True, exist_ok=True)
-    Path(snakemake.output.model).write_text(json.dumps(frozen, indent=2) + "\n")
+    write_json(frozen, snakemake.output.model)
 
 
 if __name__ == "__main__":
