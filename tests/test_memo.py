@@ -1,11 +1,11 @@
-"""The scoped frame memo: one computation per frame object inside a scope, none kept outside it."""
+"""The scoped memos: one computation per frame object (or per array content) inside a scope, none kept outside it."""
 
 from __future__ import annotations
 
 import numpy as np
 import pandas as pd
 
-from traintime.core.memo import frame_memo, memoized_on_frame
+from traintime.core.memo import frame_memo, memoized_on_arrays, memoized_on_frame
 
 CALLS: list[int] = []
 
@@ -27,6 +27,33 @@ def test_memo_computes_once_per_frame_and_arguments_inside_a_scope() -> None:
     assert CALLS == [id(a), id(a), id(b)]
     _total(a), _total(a)  # outside a scope: no memo
     assert len(CALLS) == 5
+
+
+ARRAY_CALLS: list[tuple[float, ...]] = []
+
+
+@memoized_on_arrays
+def _weighted(z: np.ndarray, frame: pd.DataFrame | None, k: int) -> float:
+    ARRAY_CALLS.append(tuple(z.ravel()))
+    return float(z.sum() * k + (0.0 if frame is None else frame["x"].sum()))
+
+
+def test_array_memo_keys_arrays_by_content_and_frames_by_identity() -> None:
+    ARRAY_CALLS.clear()
+    z = np.arange(6.0).reshape(2, 3)
+    f, g = pd.DataFrame({"x": [1.0]}), pd.DataFrame({"x": [1.0]})
+    with frame_memo():
+        assert _weighted(z, None, 2) == 30.0
+        assert _weighted(z.copy(), None, 2) == 30.0  # equal values, new object: stored
+        assert _weighted(np.asfortranarray(z), None, 2) == 30.0  # same values in another memory order: stored
+        assert _weighted(z[:, :2].copy(), None, 2) == 16.0  # other shape: computed
+        assert _weighted(z + 1e-12, None, 2) != 30.0  # other bytes: computed
+        assert _weighted(z, None, 3) == 45.0  # other argument: computed
+        assert _weighted(z, f, 2) == _weighted(z, f, 2) == 31.0
+        assert _weighted(z, g, 2) == 31.0  # an equal frame that is another object: computed
+    assert len(ARRAY_CALLS) == 6
+    _weighted(z, None, 2)  # outside a scope: no memo
+    assert len(ARRAY_CALLS) == 7
 
 
 class _Forgetful(dict):

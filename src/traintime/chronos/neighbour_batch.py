@@ -28,6 +28,10 @@ from traintime.chronos.neighbour_frozen import (
     unique_rows,
     workload_features,
 )
+from traintime.core.memo import memoized_on_arrays
+
+#: the frozen parameters the named-network lookups (:func:`candidate_pairs`, :func:`measured_around`) read
+GEOMETRY_KEYS = ("train_network", "train_z", "wl_mean", "wl_scale", "descriptors")
 
 #: :func:`measured_around` of query rows: (below, above, above2, below2) indices into ``params["train_z"]`` per row
 Around = tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]
@@ -124,6 +128,24 @@ def measured_around(rows: pd.DataFrame, params: dict[str, Any], pairs: pd.DataFr
     second-smallest above and its second-largest below (-1 where there is none, and everywhere for a row at a measured
     batch or of a network never measured). Among equal batches, the first training workload in file order.
     ``pairs``: :func:`candidate_pairs` of ``rows`` when the caller has them."""
+    return _measured_around(rows, pairs, *_geometry(params))
+
+
+def _geometry(params: dict[str, Any]) -> tuple[Any, ...]:
+    """The :data:`GEOMETRY_KEYS` of ``params`` as memo keys (:func:`~traintime.core.memo.memoized_on_arrays`): arrays
+    as float arrays, name lists as tuples. Nested selection refits candidates that differ in hardware features,
+    slopes or trend on the same rows: their lookups are the same."""
+    out: list[Any] = []
+    for k in GEOMETRY_KEYS:
+        v = params.get(k)
+        out.append(None if v is None else tuple(v) if k in ("train_network", "descriptors")
+                   else np.asarray(v, dtype=float))
+    return tuple(out)
+
+
+@memoized_on_arrays
+def _measured_around(rows: pd.DataFrame, pairs: pd.DataFrame | None, *geometry: Any) -> Around:
+    params = dict(zip(GEOMETRY_KEYS, geometry))
     out = tuple(np.full(len(rows), -1) for _ in range(4))
     if (got := _batched_pairs(rows, params, pairs)) is None:
         return out
@@ -258,6 +280,12 @@ def candidate_pairs(rows: pd.DataFrame, q: np.ndarray, params: dict[str, Any]) -
     lookup per row) whose descriptors ``q`` (raw, in the order of ``params["descriptors"]``) are those of no training
     workload (to 1e-7 standardised; one lookup per distinct workload; every such row for a file whose ``train_z``
     lacks descriptors). Columns ``row``, ``train``; empty when no row qualifies."""
+    return _candidate_pairs(rows, q, *_geometry(params))
+
+
+@memoized_on_arrays
+def _candidate_pairs(rows: pd.DataFrame, q: np.ndarray, *geometry: Any) -> pd.DataFrame:
+    params = dict(zip(GEOMETRY_KEYS, geometry))
     empty = pd.DataFrame({"row": np.zeros(0, dtype=int), "train": np.zeros(0, dtype=int)})
     keys = np.asarray(params.get("train_network") or [], dtype=object)
     if not len(rows) or not len(keys):

@@ -53,7 +53,7 @@ import numpy as np
 import pandas as pd
 
 from traintime.chronos.roofline_frozen import roofline_terms
-from traintime.core.memo import memoized_on_frame
+from traintime.core.memo import memoized_on_arrays, memoized_on_frame
 
 #: hardware-free workload descriptors computed by :func:`workload_features`: per-sample work, activations and shape of
 #: the model, input size and batch (the kNN space of frozen files that name no ``knn_features``)
@@ -232,16 +232,24 @@ def neighbour_u(z: np.ndarray, train_z: np.ndarray, train_u: np.ndarray,
     distance 0 takes its own ``u``, any other the inverse-squared-distance-weighted mean of its ``k`` nearest."""
     if not len(z):
         return np.zeros(0), np.zeros(0), np.zeros(0, dtype=int)
+    inv, near, dn = nearest_workloads(z, train_z, int(k))
+    w = 1.0 / (dn ** 2 + 1e-12)
+    u = (w * train_u[near]).sum(axis=1) / w.sum(axis=1)
+    return u[inv], dn[inv, 0], near[inv, 0]
+
+
+@memoized_on_arrays  # nested selection: candidates that differ in hardware features, slopes or trend share the geometry
+def nearest_workloads(z: np.ndarray, train_z: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(each row's index among the distinct rows of ``z``, the indices of their ``k`` nearest rows of ``train_z``
+    nearest first, those distances) for :func:`neighbour_u`; round-off below 1e-6 is a distance of 0."""
     uz, inv = unique_rows(z)  # one distance row per distinct workload, not per GPU row
     d = pairwise_distance(uz, train_z)
-    kk = min(int(k), train_z.shape[0])
+    kk = min(k, train_z.shape[0])
     near = np.argpartition(d, kk - 1, axis=1)[:, :kk] if kk < d.shape[1] else np.tile(np.arange(kk), (len(d), 1))
     near = np.take_along_axis(near, np.argsort(np.take_along_axis(d, near, axis=1), axis=1, kind="stable"), axis=1)
     dn = np.take_along_axis(d, near, axis=1)
     dn[dn < 1e-6] = 0.0  # the expanded form leaves round-off where the workload itself was measured
-    w = 1.0 / (dn ** 2 + 1e-12)
-    u = (w * train_u[near]).sum(axis=1) / w.sum(axis=1)
-    return u[inv], dn[inv, 0], near[inv, 0]
+    return inv, near, dn
 
 
 def workload_trend(z: np.ndarray, coef: Any) -> np.ndarray:

@@ -212,7 +212,7 @@ class NeighbourStepTime(RegressorMixin, BaseEstimator):
         first = np.unique(ids, return_index=True)[1]
         self.train_source_ = (rows["source"].astype(str).to_numpy()[first].tolist() if "source" in rows.columns
                               else [""] * n_w)
-        self.train_network_ = network_key(rows.iloc[first]).tolist()
+        self.train_network_ = network_key(rows)[first].tolist()  # memoized on the fold slice, not on a new one
         self.beta_, self.hw_mean_, self.wl_mean_, self.wl_scale_ = beta, hw_mean, wl_mean, wl_scale
         self.desc_min_, self.desc_max_ = wv.min(axis=0), wv.max(axis=0)
         self.train_z_, self.train_u_ = train_z, u

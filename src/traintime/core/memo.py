@@ -9,15 +9,22 @@ keyed by identity and kept alive by the memo until the scope ends, so an id is n
 Callers must treat a memoized value as read-only (copy before changing it), and must not change a frame in place
 while a scope that has seen it is active. :func:`memoized_on_frame` also serves the fold slices themselves
 (:func:`traintime.chronos.efficiency_step.group_folds`), so every candidate of every choice sees the same objects.
+
+:func:`memoized_on_arrays` keys by *content* instead: for a pure function of numpy arrays that candidates rebuild as
+new objects with equal values (the standardised descriptors of the same fold rows, say), it computes once per
+(function, arrays' shapes, dtypes and bytes) within the same scope.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, TypeVar
+
+import numpy as np
 
 _MEMO: ContextVar[dict[tuple[Any, ...], tuple[Any, Any]] | None] = ContextVar("traintime_frame_memo", default=None)
 
@@ -52,6 +59,39 @@ def memoized_on_frame(fn: F) -> F:
             return hit[1]
         value = fn(frame, *args)
         memo[key] = (frame, value)
+        return value
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _content_key(value: Any) -> Any:
+    """A hashable stand-in for ``value``: numpy arrays by shape, dtype and a 128-bit digest of their bytes; other
+    hashable values as they are; anything else (a DataFrame) by identity, as :func:`memoized_on_frame` keys frames."""
+    if isinstance(value, np.ndarray):
+        data = np.ascontiguousarray(value)
+        return ("ndarray", data.shape, data.dtype.str, hashlib.blake2b(data.data, digest_size=16).digest())
+    try:
+        hash(value)
+    except TypeError:
+        return ("id", id(value))
+    return value
+
+
+def memoized_on_arrays(fn: F) -> F:
+    """Memoize ``fn(*args)`` by the content of its numpy-array arguments (hashable ones by value, others by identity,
+    kept alive by the memo) while :func:`frame_memo` is active. Callers treat the returned value as read-only."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any) -> Any:
+        memo = _MEMO.get()
+        if memo is None:
+            return fn(*args)
+        key = (fn.__module__, fn.__qualname__, "content", tuple(_content_key(a) for a in args))
+        hit = memo.get(key)
+        if hit is not None:
+            return hit[1]
+        value = fn(*args)
+        memo[key] = (args, value)
         return value
 
     return wrapper  # type: ignore[return-value]
