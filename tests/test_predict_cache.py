@@ -126,3 +126,26 @@ def test_key_holds_library_versions_and_off_disables(monkeypatch, tmp_path: Path
     monkeypatch.delenv("TRAINTIME_CACHE")
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
     assert predict_cache.cache_dir() == tmp_path / "traintime"
+
+
+def test_a_model_that_cannot_be_built_is_walked_once_per_process(monkeypatch) -> None:
+    """A timm ViT fixed at 224 px fails at 64 px: every later batch or precision of it gets the same one-line error
+    without building the network again (the trace tables ask for it at 6 batch x precision settings)."""
+    import traintime.predict_static as ps
+    from traintime.core.errors import TraintimeError
+
+    monkeypatch.setenv("TRAINTIME_CACHE", "off")
+    monkeypatch.setattr(ps, "_BUILD_ERRORS", {})
+    _structure.cache_clear()
+    walks: list[tuple] = []
+    real = ps._walk_structure
+    monkeypatch.setattr(ps, "_walk_structure", lambda *a: walks.append(a[:2]) or real(*a))
+    messages = []
+    for batch, prec in [(16, "32"), (64, "16"), (16, "bf16")]:
+        with pytest.raises(TraintimeError, match=r"model 'deit_tiny_patch16_224' cannot be built for 64 px") as exc:
+            static_features(make_workload("deit_tiny_patch16_224", batch, prec, input_size=64, num_classes=10))
+        messages.append(str(exc.value))
+    assert walks == [("deit_tiny_patch16_224", 64)]
+    assert len(set(messages)) == 1 and "\n" not in messages[0]
+    static_features(make_workload("deit_tiny_patch16_224", 16, "32", input_size=224, num_classes=10))  # other size
+    assert walks == [("deit_tiny_patch16_224", 64), ("deit_tiny_patch16_224", 224)]

@@ -209,19 +209,28 @@ def _structure(model: str, input_px: int, num_classes: int, kwargs_items: tuple[
     return cached("structure", parts, build)
 
 
+#: (model, input px, classes, model kwargs) -> why it cannot be built: walked once per process, not once per batch and
+#: precision (a failed walk is not stored by :func:`_structure`'s caches)
+_BUILD_ERRORS: dict[tuple[Any, ...], str] = {}
+
+
 def static_features(w: Workload, model_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
     """Analytic features of the workload at its batch, input size and precision (FLOPs scale with batch
     and input size; activation bytes with batch and precision)."""
     from traintime.chronos.neighbour_frozen import kernel_shares
     from traintime.measure.optimizers import optimizer_state_multiplier
 
+    key = (w.model, w.input_px, w.num_classes, tuple(sorted((model_kwargs or {}).items())))
+    if key in _BUILD_ERRORS:
+        raise TraintimeError(_BUILD_ERRORS[key])
     try:
-        s = _structure(w.model, w.input_px, w.num_classes, tuple(sorted((model_kwargs or {}).items())))
+        s = _structure(*key)
     except TraintimeError:
         raise
     except Exception as exc:  # a model that cannot be built at this input size
-        raise TraintimeError(f"model {w.model!r} cannot be built for {w.input_px} px input, "
-                             f"{w.num_classes} classes: {exc}") from None
+        _BUILD_ERRORS[key] = (f"model {w.model!r} cannot be built for {w.input_px} px input, {w.num_classes} classes: "
+                              f"{exc}")
+        raise TraintimeError(_BUILD_ERRORS[key]) from None
     p = int(s["param_count"])
     fwd = float(s["flops_fwd_per_sample"])
     return {
