@@ -240,6 +240,9 @@ rule end_to_end_out_of_sample:
         iteration=f"{DATA}/iteration.csv",
         convergence=f"{DATA}/convergence.csv",
         predictions=f"{CI_PRED}/{CI['end_to_end']['protocol']}.csv",
+        # the same estimator's out-of-fold T_conv from rule convergence_evaluate, read instead of refitted
+        **({"epochs": f"{DATA}/convergence_predictions/{CI['end_to_end']['convergence_method']}.csv"}
+           if CI["end_to_end"]["convergence_method"] in config["chronos_convergence"]["methods"] else {}),
         lib=lib("end_to_end_out_of_sample"),
     output:
         csv=report(f"{TABLES}/end_to_end_out_of_sample.csv", caption="../report/end_to_end_out_of_sample.rst",

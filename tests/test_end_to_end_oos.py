@@ -15,6 +15,7 @@ from traintime.chronos.end_to_end_oos import (
     SUMMARY_COLUMNS,
     end_to_end_pairs,
     end_to_end_summary,
+    epochs_out_of_fold,
 )
 from traintime.chronos.selection import nested_evaluate
 from traintime.core.errors import ConfigError, SchemaError
@@ -129,3 +130,57 @@ def test_predictions_that_saw_the_configuration_are_refused():
     with pytest.raises(SchemaError, match="seed"):
         end_to_end_pairs(it, conv, preds, specs, seeds=[0, 5], protocol="lomo",
                          convergence_factory=lambda method, seed: SpyConvergence([]))
+
+
+def _stored(conv: pd.DataFrame, protocol: str, seeds: list[int], epochs) -> pd.DataFrame:
+    """Rule convergence_evaluate's table for ``conv``: out-of-fold predictions ``epochs`` (per seed: a Series)."""
+    col = {"lomo": "model", "lodo": "dataset"}[protocol]
+    return pd.concat([conv.assign(protocol=protocol, method="spy", seed=s, held_out=conv[col],
+                                  epochs_predicted=epochs[s].to_numpy(), batch_size=conv["batch_size"].astype(float))
+                      for s in seeds], ignore_index=True)
+
+
+def test_stored_out_of_fold_epochs_are_read_not_refitted_and_checked():
+    """Rule convergence_evaluate's out-of-fold predictions of the same estimator, protocol and seed are the numbers a
+    refit gives: they are read (no refit), a seed they lack is refitted, and a prediction from a fold that saw the run
+    (or a run without one) is refused by name."""
+    it, conv, specs = tables()
+    preds = pd.concat([nested_evaluate(it, "CNN", "lomo", seed, SELECTION,
+                                       model_factory=lambda c, f, s, cats: SpyStep([])).predictions
+                       for seed in (0, 1)], ignore_index=True)
+
+    class Est:  # a deterministic estimator: the mean epochs of its training runs plus the seed
+        def __init__(self, seed):
+            self.seed = seed
+
+        def fit(self, rows, y):
+            self.m = float(np.mean(y)) + self.seed
+            return self
+
+        def predict(self, rows):
+            return np.full(len(rows), self.m)
+
+    fits: list[int] = []
+
+    def factory(method: str, seed: int) -> Est:
+        fits.append(seed)
+        return Est(seed)
+
+    refit = end_to_end_pairs(it, conv, preds, specs, seeds=[0, 1], protocol="lomo", convergence_method="spy",
+                             convergence_factory=factory)
+    n_groups = conv["model"].nunique()
+    assert fits == [0] * n_groups + [1] * n_groups
+    stored = _stored(conv, "lomo", [0], {0: epochs_out_of_fold(conv, "lomo", "spy", 0, factory)})
+    fits.clear()
+    read = end_to_end_pairs(it, conv, preds, specs, seeds=[0, 1], protocol="lomo", convergence_method="spy",
+                            convergence_factory=factory, epochs_predictions=stored.sample(frac=1.0, random_state=0))
+    assert fits == [1] * n_groups  # seed 0 read (rows in any order), seed 1 refitted
+    pd.testing.assert_frame_equal(read, refit)
+    seen = stored.copy()
+    seen.loc[seen.index[0], "held_out"] = "m2" if seen.loc[seen.index[0], "model"] != "m2" else "m0"
+    with pytest.raises(SchemaError, match="its own model was not held out"):
+        end_to_end_pairs(it, conv, preds, specs, seeds=[0], protocol="lomo", convergence_method="spy",
+                         convergence_factory=factory, epochs_predictions=seen)
+    with pytest.raises(SchemaError, match="has no stored spy lomo prediction in seed 0"):
+        end_to_end_pairs(it, conv, preds, specs, seeds=[0], protocol="lomo", convergence_method="spy",
+                         convergence_factory=factory, epochs_predictions=stored.iloc[1:])

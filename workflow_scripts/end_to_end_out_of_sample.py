@@ -15,20 +15,27 @@ log = logging.getLogger("traintime.chronos.end_to_end_oos")
 
 def main(snakemake):
     s = snakemake.params.settings
+    stored = None
+    if snakemake.input.get("epochs"):  # rule convergence_evaluate's out-of-fold T_conv of the same estimator
+        from traintime.chronos.convergence_protocols import PREDICTIONS
+        from traintime.core.io import read_csv
+
+        stored = PREDICTIONS.validate(read_csv(snakemake.input.epochs), source=snakemake.input.epochs)
     entry = (s["feature_set"], s["estimator"])
     iteration = load_iteration(snakemake.input.iteration)
     iteration = iteration[iteration["status"] == "ok"]
     pairs = end_to_end_pairs(iteration, load_convergence(snakemake.input.convergence),
                              load_predictions([snakemake.input.predictions]), load_specs(snakemake.params.gpu_specs),
                              snakemake.params.seeds, protocol=s["protocol"], entry=entry,
-                             convergence_method=s["convergence_method"])
+                             convergence_method=s["convergence_method"], epochs_predictions=stored)
     summary = end_to_end_summary(pairs, s["protocol"], entry, s["convergence_method"])
     write_csv(pairs, snakemake.output.pairs)
     write_table(summary, snakemake.output.csv, snakemake.output.md,
                 title=f"End-to-end time and cost out of sample ({s['protocol'].upper()} folds), every configuration",
                 note=f"Step time: {s['protocol']} test predictions of {entry[0]} + {entry[1]} (the configuration's "
                      f"{'model' if s['protocol'] == 'lomo' else 'dataset'} held out on every GPU and learning rate); "
-                     f"epochs: `{s['convergence_method']}` refitted per seed without the runs of the held-out group; "
+                     f"epochs: `{s['convergence_method']}` fitted per seed without the runs of the held-out group (rule "
+                     "convergence_evaluate's out-of-fold predictions where it made them for the seed); "
                      "measured: released step time x released T_conv (no wall-clock end-to-end time exists in the "
                      "release). hours = epochs x N/B x step / 3.6e6; cost = hours x price per GPU-hour (the price "
                      "is the same on both sides, so cost MAPE = hours MAPE over priced GPUs). Ranking per "

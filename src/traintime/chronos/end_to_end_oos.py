@@ -10,7 +10,10 @@ a released step time and a released convergence run, each predicted by models th
   configuration (every GPU, every learning rate); LOGO does not (the configuration is seen on the other
   GPUs) and is refused. Every prediction row is checked: its fold must be its own held-out group;
 * **epochs** (``T_conv``): the convergence estimator refitted, per seed, on the runs of every *other* group
-  of the same kind (leave one model / dataset of the family out) and predicting the held-out runs;
+  of the same kind (leave one model / dataset of the family out) and predicting the held-out runs. Where rule
+  ``convergence_evaluate`` already made those out-of-fold predictions (same estimator, protocol, folds and seed:
+  identical numbers), they are read instead of refitted (:func:`stored_epochs`); each is checked to come from a
+  fold that held its own group out;
 * **measured**: the released step time of that configuration on that GPU (mean of its rows) and the run's
   released T_conv; "measured" hours and cost are their product (the release has no wall-clock end-to-end time).
 
@@ -112,12 +115,55 @@ def epochs_out_of_fold(convergence: pd.DataFrame, protocol: str, method: str, se
     return out
 
 
+def stored_epochs(stored: pd.DataFrame | None, convergence: pd.DataFrame, protocol: str, method: str,
+                  seed: int) -> pd.Series | None:
+    """The out-of-fold T_conv predictions of ``method`` under ``protocol`` and ``seed`` in ``stored`` (rule
+    ``convergence_evaluate``'s table: ``protocol``, ``method``, ``seed``, ``held_out``, ``epochs_predicted`` and the
+    run columns), aligned with ``convergence``'s index; None when ``stored`` has none for that seed. Raises
+    :class:`SchemaError` when a run has no stored prediction or more than one, or was predicted in a fold that did
+    not hold its own group out."""
+    if stored is None:
+        return None
+    sel = stored[(stored["protocol"] == protocol) & (stored["method"] == method)
+                 & (pd.to_numeric(stored["seed"], errors="coerce") == seed)]
+    if sel.empty:
+        return None
+    keys = [k for k in (*RUN_KEYS, "raw_row") if k in convergence.columns and k in sel.columns]
+
+    def key(df: pd.DataFrame) -> pd.Series:  # numbers by value (32 and 32.0 alike), names as text
+        return pd.DataFrame({k: (pd.to_numeric(df[k], errors="coerce").astype(float).map(repr)
+                                 if k in ("batch_size", "learning_rate", "raw_row") else df[k].astype(str))
+                             for k in keys}, index=df.index).agg("|".join, axis=1)
+
+    got = sel.assign(_k=key(sel))
+    if got["_k"].duplicated().any():
+        raise SchemaError(f"end-to-end out of sample: a run has two stored {method} {protocol} predictions in seed "
+                          f"{seed}, e.g. {got.loc[got['_k'].duplicated(), '_k'].iloc[0]}")
+    got = got.set_index("_k")
+    want = key(convergence)
+    missing = want[~want.isin(got.index)]
+    if len(missing):
+        raise SchemaError(f"end-to-end out of sample: run {missing.iloc[0]} has no stored {method} {protocol} "
+                          f"prediction in seed {seed} (rerun rule convergence_evaluate)")
+    col = HOLDOUT_COLUMN[protocol]
+    held = got["held_out"].reindex(want).astype(str).to_numpy()
+    own = convergence[col].astype(str).to_numpy()
+    if (held != own).any():
+        i = int(np.flatnonzero(held != own)[0])
+        raise SchemaError(f"end-to-end out of sample: run {want.iloc[i]} ({col} {own[i]}) has a stored {method} "
+                          f"prediction from fold {held[i]!r}: its own {col} was not held out")
+    return pd.Series(pd.to_numeric(got["epochs_predicted"].reindex(want), errors="coerce").to_numpy(dtype=float),
+                     index=convergence.index)
+
+
 def end_to_end_pairs(iteration: pd.DataFrame, convergence: pd.DataFrame, predictions: pd.DataFrame,
                      specs: pd.DataFrame, seeds: Sequence[int], protocol: str = "lomo",
                      entry: tuple[str, str] = ("nested", "nested"), convergence_method: str = "chronos_rf",
-                     convergence_factory: ConvergenceFactory | None = None) -> pd.DataFrame:
+                     convergence_factory: ConvergenceFactory | None = None,
+                     epochs_predictions: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per (seed, configuration, GPU) with out-of-sample predictions and measured values
-    (:data:`PAIR_COLUMNS`)."""
+    (:data:`PAIR_COLUMNS`). ``epochs_predictions``: rule ``convergence_evaluate``'s out-of-fold table of
+    ``convergence_method``, read where it has the protocol and seed (:func:`stored_epochs`), refitted elsewhere."""
     from traintime.chronos.convergence import TARGET
 
     steps = step_time_pairs(iteration, predictions, protocol, entry)
@@ -130,7 +176,10 @@ def end_to_end_pairs(iteration: pd.DataFrame, convergence: pd.DataFrame, predict
     parts = []
     for seed in seeds:
         runs = conv[[*RUN_KEYS, "precision_bits", "dataset_size", TARGET]].copy()
-        runs["epochs_predicted"] = epochs_out_of_fold(conv, protocol, convergence_method, seed, convergence_factory)
+        stored = stored_epochs(epochs_predictions, conv, protocol, convergence_method, seed)
+        runs["epochs_predicted"] = (stored if stored is not None
+                                    else epochs_out_of_fold(conv, protocol, convergence_method, seed,
+                                                            convergence_factory))
         runs = runs.rename(columns={TARGET: "epochs_measured", "precision_bits": "run_precision_bits"})
         st = steps[steps["seed"] == seed]
         m = st.merge(runs, on=list(RUN_KEYS), how="inner")
