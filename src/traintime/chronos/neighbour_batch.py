@@ -199,13 +199,12 @@ def affine_below_batches(rows: pd.DataFrame, params: dict[str, Any], ms: np.ndar
     low = np.flatnonzero(lo >= 0)
     if not len(low):
         return ms
-    sub = rows.iloc[low]
-    b = sub["batch_size"].to_numpy(dtype=float)
-    p, t_p = _times_at(sub, lo[low], params)
+    b = rows["batch_size"].to_numpy(dtype=float)[low]
+    p, t_p = _times_at(rows, low, lo[low], params)
     line = t_p * b / p  # one measured batch: in proportion (as beyond the largest)
     two = np.flatnonzero(nxt[low] >= 0)
     if len(two):
-        q, t_q = _times_at(sub.iloc[two], nxt[low][two], params)
+        q, t_q = _times_at(rows, low[two], nxt[low][two], params)
         slope = np.maximum(t_q - t_p[two], 0.0) / (q - p[two])
         line[two] = np.maximum(t_p[two] + (b[two] - p[two]) * slope, line[two])
     out = np.array(ms, dtype=float, copy=True)
@@ -226,11 +225,10 @@ def affine_between_batches(rows: pd.DataFrame, params: dict[str, Any], ms: np.nd
     mid = np.flatnonzero(lo >= 0)
     if not len(mid):
         return ms
-    sub = rows.iloc[mid]
-    b_lo, t_lo = _times_at(sub, lo[mid], params)
-    b_hi, t_hi = _times_at(sub, hi[mid], params)
+    b_lo, t_lo = _times_at(rows, mid, lo[mid], params)
+    b_hi, t_hi = _times_at(rows, mid, hi[mid], params)
     out = np.array(ms, dtype=float, copy=True)
-    out[mid] = t_lo + (sub["batch_size"].to_numpy(dtype=float) - b_lo) * (t_hi - t_lo) / (b_hi - b_lo)
+    out[mid] = t_lo + (rows["batch_size"].to_numpy(dtype=float)[mid] - b_lo) * (t_hi - t_lo) / (b_hi - b_lo)
     return out
 
 
@@ -316,11 +314,17 @@ def _batched_pairs(rows: pd.DataFrame, params: dict[str, Any], pairs: pd.DataFra
     return (pairs, named[1], named[3]) if len(pairs) else None
 
 
-def _times_at(rows: pd.DataFrame, train_index: np.ndarray, params: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
-    """(batch, the model's step ms) of each of ``rows`` at the batch of training workload ``train_index`` (per row),
-    by the ``global`` rule: the anchors of the affine lines."""
+def _times_at(rows: pd.DataFrame, index: np.ndarray, train_index: np.ndarray,
+              params: dict[str, Any]) -> tuple[np.ndarray, np.ndarray]:
+    """(batch, the model's step ms) of each of ``rows.iloc[index]`` at the batch of training workload ``train_index``
+    (per row), by the ``global`` rule: the anchors of the affine lines."""
     b = np.rint(10 ** train_log_batch(params, list(params.get("descriptors") or DESCRIPTORS)))[train_index]
-    return b, neighbour_predict(rows_at_batch(rows, b), {**params, "batch_edge": "global"})[0]
+    return b, neighbour_predict(_subset_at_batch(rows, index, b), {**params, "batch_edge": "global"})[0]
+
+
+@memoized_on_arrays  # one frame object per (rows, subset, batches): the frame memos downstream then hit across candidates
+def _subset_at_batch(rows: pd.DataFrame, index: np.ndarray, batch: np.ndarray) -> pd.DataFrame:
+    return rows_at_batch(rows.iloc[index], batch)
 
 
 def rows_at_batch(rows: pd.DataFrame, batch: np.ndarray) -> pd.DataFrame:
@@ -350,13 +354,12 @@ def affine_beyond_edge(rows: pd.DataFrame, params: dict[str, Any], ms: np.ndarra
     far = np.flatnonzero(edge >= 0)
     if not len(far):
         return ms
-    sub = rows.iloc[far]
-    e, t_e = _times_at(sub, edge[far], params)
+    e, t_e = _times_at(rows, far, edge[far], params)
     slope = t_e / e  # one measured batch: in proportion
     two = prev[far] >= 0
     if two.any():
-        p, t_p = _times_at(sub.iloc[np.flatnonzero(two)], prev[far][two], params)
+        p, t_p = _times_at(rows, far[two], prev[far][two], params)
         slope[two] = np.maximum(t_e[two] - t_p, 0.0) / (e[two] - p)
     out = np.array(ms, dtype=float, copy=True)
-    out[far] = t_e + slope * (sub["batch_size"].to_numpy(dtype=float) - e)
+    out[far] = t_e + slope * (rows["batch_size"].to_numpy(dtype=float)[far] - e)
     return out
