@@ -41,4 +41,7 @@ def test_dag_cost_block_adds_the_make_run_total_when_the_setup_row_exists(tmp_pa
         tmp_path / "logs" / "report" / "make_run_setup.csv", index=False)
     text = render(tmp_path / "tables" / "dag_cost.csv")
     assert "`make run` from a fresh clone: 12.0 min" in text and "set-up 1.5 min" in text
+    assert "within issue 12's budget of 12 min" in text
+    cost.assign(last_end=1830.0).to_csv(tmp_path / "tables" / "dag_cost.csv", index=False)  # 30 s later: 12.5 min
+    assert "0.5 min over issue 12's budget of 12 min" in render(tmp_path / "tables" / "dag_cost.csv")
     assert "wall time from the first job's start to the last job's end 10.0 min" in text
