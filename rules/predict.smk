@@ -244,6 +244,9 @@ rule predict_step_two_label:
         csv=report(f"{TABLES}/predict_step_two_label.csv", caption="../report/predict_step_two_label.rst",
                    category="Prediction (traintime predict)"),
         md=f"{TABLES}/predict_step_two_label.md",
+        groups_csv=report(f"{TABLES}/predict_step_two_label_groups.csv",
+                          caption="../report/predict_step_two_label_groups.rst", category="Prediction (traintime predict)"),
+        groups_md=f"{TABLES}/predict_step_two_label_groups.md",
     params:
         seeds=config["seeds"],
         previous_protocols=TWO_LABEL_PROTOCOLS,

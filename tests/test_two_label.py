@@ -85,3 +85,21 @@ def test_previous_models_and_unknown_rows() -> None:
                                                    (25.0, 20.0, 30.0, "inconclusive"), (24.0, np.nan, np.nan, "yes")])
 def test_target_verdict_follows_the_interval(mean, low, high, verdict) -> None:
     assert tl.meets(mean, low, high, 25.0) == verdict
+
+
+def test_per_held_out_dataset_shows_a_loader_wait_no_other_dataset_has(monkeypatch) -> None:
+    """Dataset d2 waits 20 ms for its loader, d1 2 ms: held out, d2 gets d1's wait from the spy (fitted on d1 only),
+    so its step error is all loader; with the measured wait the perfect compute predictions leave 0 %."""
+    monkeypatch.setattr(tl, "LoaderWaitRegressor", SpyLoader)
+    it = _iteration()
+    slow = it["dataset"] == "d2"
+    it.loc[slow, "loader_wait_ms"] = 20.0
+    it["step_time_ms"] = it["compute_time_ms"] + it["loader_wait_ms"]
+    pred = tl.two_label_predictions(it, _compute(it), seeds=[0])
+    g = tl.per_group(it, pred).set_index("held_out")
+    assert list(g.index) == ["d1", "d2"] and (g["protocol"] == "chronos LODO").all() and (g["rows"] == 6).all()
+    assert (g["compute_mape_pct"] == 0).all() and (g["step_mape_pct_measured_loader"] == 0).all()
+    assert g.loc["d2", "loader_wait_ms_measured_median"] == 20.0 and g.loc["d2", "loader_wait_ms_predicted_median"] == 2.0
+    np.testing.assert_allclose(g.loc["d2", "step_mape_pct"], np.mean(18.0 / it.loc[slow, "step_time_ms"]) * 100)
+    np.testing.assert_allclose(g.loc["d1", "step_mape_pct"], np.mean(18.0 / it.loc[~slow, "step_time_ms"]) * 100)
+    assert tl.per_group(it, pred.iloc[0:0]).empty

@@ -144,3 +144,38 @@ def summarise(iteration: pd.DataFrame, pred: pd.DataFrame) -> pd.DataFrame:
                     "step_mape_pct_ci95_high": hi, "step_median_ape_pct": ps["step_median"].mean(),
                     "target_step_mape_pct": target, "meets_target": meets(m, lo, hi, target)})
     return pd.DataFrame(out)
+
+
+def per_group(iteration: pd.DataFrame, pred: pd.DataFrame, protocol: str = "chronos LODO") -> pd.DataFrame:
+    """Per held-out group of ``protocol`` (the dataset under LODO) and compute method of :data:`COMPUTE_METHODS`:
+    rows, step MAPE (mean over seeds), compute MAPE, the step MAPE the same compute predictions would have with the
+    *measured* loader wait (what a perfect loader model leaves), and the median measured and predicted loader wait
+    (ms). Shows which held-out group the loader-wait model cannot know from the others."""
+    columns = ["protocol", "method", "held_out", "rows", "n_seeds", "step_mape_pct", "compute_mape_pct",
+               "step_mape_pct_measured_loader", "loader_wait_ms_measured_median", "loader_wait_ms_predicted_median"]
+    if pred.empty:
+        return pd.DataFrame(columns=columns)
+    rows = _rows(iteration).assign(row_id=lambda d: d["row_id"].astype(str)).set_index("row_id")
+    by = group_column(protocol)
+    sel = pred[(pred["protocol"] == protocol) & pred["method"].isin(COMPUTE_METHODS)]
+    out = []
+    for (method, group), g in sel.assign(_g=rows[by].astype(str).reindex(sel["row_id"].astype(str)).to_numpy()
+                                         ).groupby(["method", "_g"], sort=True):
+        per_seed = []
+        for _, gs in g.groupby("seed"):
+            truth = rows.loc[gs["row_id"].astype(str)]
+            step_ms = truth["step_time_ms"].to_numpy(dtype=float)
+            per_seed.append({
+                "step": mape(step_ms, gs["pred_step_ms"]),
+                "known": mape(step_ms, combine_labels(gs["pred_compute_ms"].to_numpy(dtype=float),
+                                                      truth["loader_wait_ms"].to_numpy(dtype=float))),
+                "compute": mape(truth["compute_time_ms"], gs["pred_compute_ms"]),
+                "loader_meas": float(np.median(truth["loader_wait_ms"])),
+                "loader_pred": float(np.median(gs["pred_loader_ms"])), "n": len(gs)})
+        ps = pd.DataFrame(per_seed)
+        out.append({"protocol": protocol, "method": method, "held_out": group, "rows": int(ps["n"].iloc[0]),
+                    "n_seeds": len(ps), "step_mape_pct": ps["step"].mean(), "compute_mape_pct": ps["compute"].mean(),
+                    "step_mape_pct_measured_loader": ps["known"].mean(),
+                    "loader_wait_ms_measured_median": ps["loader_meas"].mean(),
+                    "loader_wait_ms_predicted_median": ps["loader_pred"].mean()})
+    return pd.DataFrame(out, columns=columns)

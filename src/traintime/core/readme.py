@@ -129,6 +129,10 @@ BLOCKS: dict[str, tuple[str, Callable[[Path], str]]] = {
         p, ["protocol", "method", "rows", "n_seeds", "compute_mape_pct", "loader_mae_ms", "step_mape_pct_mean",
             "step_mape_pct_sd", "step_mape_pct_ci95_low", "step_mape_pct_ci95_high", "target_step_mape_pct",
             "meets_target"], digits=".1f")),
+    "predict-step-two-label-groups": ("tables/predict_step_two_label_groups.csv", lambda p: _table(
+        p, ["held_out", "rows", "step_mape_pct", "compute_mape_pct", "step_mape_pct_measured_loader",
+            "loader_wait_ms_measured_median", "loader_wait_ms_predicted_median"], query="method == 'neighbour'",
+        digits=".1f")),
     "predict-step-rule": ("models/steptime/neighbour_model.json", _step_rule),
     "predict-step-intervals": ("tables/predict_step_grouped_coverage.csv", lambda p: _table(
         p, ["quantity", "variant", "rows", "groups", "nominal_coverage", "measured_coverage",
