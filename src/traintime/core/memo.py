@@ -44,24 +44,30 @@ def frame_memo() -> Iterator[None]:
         _MEMO.reset(token)
 
 
-def memoized_on_frame(fn: F) -> F:
-    """Memoize ``fn(frame, *args)`` (hashable ``args``) by the identity of ``frame`` while :func:`frame_memo` is
-    active."""
+def _scoped(fn: F, key_of: Callable[[tuple[Any, ...]], Any]) -> F:
+    """``fn`` memoized while :func:`frame_memo` is active, by ``key_of(args)``; the arguments are kept alive with the
+    value, so an identity in a key is never reused within the scope."""
 
     @functools.wraps(fn)
-    def wrapper(frame: Any, *args: Any) -> Any:
+    def wrapper(*args: Any) -> Any:
         memo = _MEMO.get()
         if memo is None:
-            return fn(frame, *args)
-        key = (fn.__module__, fn.__qualname__, id(frame), args)
+            return fn(*args)
+        key = (fn.__module__, fn.__qualname__, key_of(args))
         hit = memo.get(key)
-        if hit is not None and hit[0] is frame:
+        if hit is not None:
             return hit[1]
-        value = fn(frame, *args)
-        memo[key] = (frame, value)
+        value = fn(*args)
+        memo[key] = (args, value)
         return value
 
     return wrapper  # type: ignore[return-value]
+
+
+def memoized_on_frame(fn: F) -> F:
+    """Memoize ``fn(frame, *args)`` (hashable ``args``) by the identity of ``frame`` while :func:`frame_memo` is
+    active."""
+    return _scoped(fn, lambda args: (id(args[0]), args[1:]))
 
 
 def _content_key(value: Any) -> Any:
@@ -80,18 +86,4 @@ def _content_key(value: Any) -> Any:
 def memoized_on_arrays(fn: F) -> F:
     """Memoize ``fn(*args)`` by the content of its numpy-array arguments (hashable ones by value, others by identity,
     kept alive by the memo) while :func:`frame_memo` is active. Callers treat the returned value as read-only."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any) -> Any:
-        memo = _MEMO.get()
-        if memo is None:
-            return fn(*args)
-        key = (fn.__module__, fn.__qualname__, "content", tuple(_content_key(a) for a in args))
-        hit = memo.get(key)
-        if hit is not None:
-            return hit[1]
-        value = fn(*args)
-        memo[key] = (args, value)
-        return value
-
-    return wrapper  # type: ignore[return-value]
+    return _scoped(fn, lambda args: tuple(_content_key(a) for a in args))
