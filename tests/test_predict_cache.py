@@ -135,7 +135,6 @@ def test_a_model_that_cannot_be_built_is_walked_once_per_process(monkeypatch) ->
     from traintime.core.errors import TraintimeError
 
     monkeypatch.setenv("TRAINTIME_CACHE", "off")
-    monkeypatch.setattr(ps, "_BUILD_ERRORS", {})
     _structure.cache_clear()
     walks: list[tuple] = []
     real = ps._walk_structure

@@ -194,24 +194,27 @@ def _walk_structure(model: str, input_px: int, num_classes: int, kwargs: dict[st
 
 
 @lru_cache(maxsize=32)
-def _structure(model: str, input_px: int, num_classes: int, kwargs_items: tuple[tuple[str, Any], ...]) -> dict:
-    """Per-sample structure of the network (:data:`STRUCTURE_FIELDS`), from the on-disk cache of
-    :mod:`traintime.predict_cache` where present (no torch import), else built on the meta device and
-    stored. ``module:function`` models are never cached (user code may change)."""
+def _structure(model: str, input_px: int, num_classes: int,
+               kwargs_items: tuple[tuple[str, Any], ...]) -> tuple[dict | None, str | None]:
+    """(per-sample structure of the network (:data:`STRUCTURE_FIELDS`), None), or (None, why it cannot be built at
+    this input size): from the on-disk cache of :mod:`traintime.predict_cache` where present (no torch import), else
+    built on the meta device and stored. ``module:function`` models are never cached on disk (user code may change).
+    The in-process cache keeps failures too, so a model that cannot be built is walked once, not once per batch and
+    precision."""
     kwargs = dict(kwargs_items)
     build = lambda: _walk_structure(model, input_px, num_classes, kwargs)  # noqa: E731
-    if ":" in model:
-        return build()
-    from traintime.predict_cache import cached
+    try:
+        if ":" in model:
+            return build(), None
+        from traintime.predict_cache import cached
 
-    parts = {"model": model, "input_px": int(input_px), "num_classes": int(num_classes),
-             "model_kwargs": [[k, v] for k, v in kwargs_items], "fields": list(STRUCTURE_FIELDS)}
-    return cached("structure", parts, build)
-
-
-#: (model, input px, classes, model kwargs) -> why it cannot be built: walked once per process, not once per batch and
-#: precision (a failed walk is not stored by :func:`_structure`'s caches)
-_BUILD_ERRORS: dict[tuple[Any, ...], str] = {}
+        parts = {"model": model, "input_px": int(input_px), "num_classes": int(num_classes),
+                 "model_kwargs": [[k, v] for k, v in kwargs_items], "fields": list(STRUCTURE_FIELDS)}
+        return cached("structure", parts, build), None
+    except TraintimeError:
+        raise
+    except Exception as exc:  # a model that cannot be built at this input size
+        return None, f"model {model!r} cannot be built for {input_px} px input, {num_classes} classes: {exc}"
 
 
 def static_features(w: Workload, model_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:
@@ -220,17 +223,9 @@ def static_features(w: Workload, model_kwargs: dict[str, Any] | None = None) -> 
     from traintime.chronos.neighbour_frozen import kernel_shares
     from traintime.measure.optimizers import optimizer_state_multiplier
 
-    key = (w.model, w.input_px, w.num_classes, tuple(sorted((model_kwargs or {}).items())))
-    if key in _BUILD_ERRORS:
-        raise TraintimeError(_BUILD_ERRORS[key])
-    try:
-        s = _structure(*key)
-    except TraintimeError:
-        raise
-    except Exception as exc:  # a model that cannot be built at this input size
-        _BUILD_ERRORS[key] = (f"model {w.model!r} cannot be built for {w.input_px} px input, {w.num_classes} classes: "
-                              f"{exc}")
-        raise TraintimeError(_BUILD_ERRORS[key]) from None
+    s, error = _structure(w.model, w.input_px, w.num_classes, tuple(sorted((model_kwargs or {}).items())))
+    if s is None:
+        raise TraintimeError(error)
     p = int(s["param_count"])
     fwd = float(s["flops_fwd_per_sample"])
     return {
