@@ -2,9 +2,10 @@
 
 import logging
 
+from traintime.chronos.convergence_protocols import PREDICTIONS
 from traintime.chronos.end_to_end_oos import end_to_end_pairs, end_to_end_summary
 from traintime.chronos.iteration_tables import load_predictions
-from traintime.core.io import write_csv, write_table
+from traintime.core.io import read_csv, write_csv, write_table
 from traintime.core.specs import load_specs
 from traintime.core.workflow import run_script
 from traintime.data.chronos import load_iteration
@@ -17,9 +18,6 @@ def main(snakemake):
     s = snakemake.params.settings
     stored = None
     if snakemake.input.get("epochs"):  # rule convergence_evaluate's out-of-fold T_conv of the same estimator
-        from traintime.chronos.convergence_protocols import PREDICTIONS
-        from traintime.core.io import read_csv
-
         stored = PREDICTIONS.validate(read_csv(snakemake.input.epochs), source=snakemake.input.epochs)
     entry = (s["feature_set"], s["estimator"])
     iteration = load_iteration(snakemake.input.iteration)

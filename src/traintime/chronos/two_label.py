@@ -59,6 +59,11 @@ def _rows(iteration: pd.DataFrame) -> pd.DataFrame:
     return t[list(ROW_COLUMNS)].reset_index(drop=True)
 
 
+def _rows_by_id(iteration: pd.DataFrame) -> pd.DataFrame:
+    """:func:`_rows` indexed by ``row_id`` (as text): the measured side of the scores."""
+    return _rows(iteration).assign(row_id=lambda d: d["row_id"].astype(str)).set_index("row_id")
+
+
 def loader_predictions(rows: pd.DataFrame, by: str, seeds: Sequence[int]) -> dict[int, np.ndarray]:
     """Out-of-fold loader wait per seed: one :class:`LoaderWaitRegressor` per held-out ``by`` group and seed,
     fitted on every other row."""
@@ -123,7 +128,7 @@ def meets(mean: float, low: float, high: float, target: float) -> str:
 def summarise(iteration: pd.DataFrame, pred: pd.DataFrame) -> pd.DataFrame:
     """Per protocol and method: rows, compute MAPE, loader MAE (ms), step MAPE (mean, sd, 95 % interval over seeds)
     and median APE, the step target and whether it is met (:func:`meets`)."""
-    rows = _rows(iteration).assign(row_id=lambda d: d["row_id"].astype(str)).set_index("row_id")
+    rows = _rows_by_id(iteration)
     out = []
     for (proto, method), g in pred.groupby(["protocol", "method"], sort=False):
         per_seed = []
@@ -155,7 +160,7 @@ def per_group(iteration: pd.DataFrame, pred: pd.DataFrame, protocol: str = "chro
                "step_mape_pct_measured_loader", "loader_wait_ms_measured_median", "loader_wait_ms_predicted_median"]
     if pred.empty:
         return pd.DataFrame(columns=columns)
-    rows = _rows(iteration).assign(row_id=lambda d: d["row_id"].astype(str)).set_index("row_id")
+    rows = _rows_by_id(iteration)
     by = group_column(protocol)
     sel = pred[(pred["protocol"] == protocol) & pred["method"].isin(COMPUTE_METHODS)]
     out = []
