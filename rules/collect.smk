@@ -90,6 +90,7 @@ rule collect_probe:
     resources:
         timing=1,
         gpu=COL_GPU,
+    priority: EARLY_TIMING
     log:
         f"{LOGS}/collect/probe_{{target}}.log",
     benchmark:
@@ -116,6 +117,7 @@ rule collect_converge:
     resources:
         timing=1,
         gpu=COL_GPU,
+    priority: EARLY_TIMING
     log:
         f"{LOGS}/collect/converge_{{run}}.log",
     benchmark:

@@ -80,6 +80,11 @@ REFERENCE = f"{RESULTS}/reference"
 # predict_public_eval -> predict_step_grouped (a fresh-clone run whose greedy schedule put the 45 iteration jobs first ended with
 # predict_step_grouped alone on one core for 4 min).
 LONGEST_JOB_PATH = 10
+# Scheduling only: timing jobs with no inputs (collect_probe, collect_converge) hold the timing resource, so they run
+# one after another; left at priority 0, the greedy scheduler kept them for last and the DAG ended with one of them
+# alone on one core for about 20 s (fresh run of f0342ed). Above 0 and below LONGEST_JOB_PATH: they start once the
+# chain to predict_step_grouped is under way and finish while the many evaluate jobs still fill the other core.
+EARLY_TIMING = 5
 
 REPO = Path(workflow.basedir)
 SRC = REPO / "src"
