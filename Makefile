@@ -5,6 +5,12 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 CORES  ?= 2
 STAMP  := $(VENV)/.installed
+# Snakemake imports every installed executor plugin, and the SLURM plugin runs `scontrol show config` on import: where
+# SLURM's tools are installed but no controller answers (e.g. after `make test` as root stopped its test cluster) that
+# waits about 9 s. The targets below run Snakemake locally, so they point SLURM_CONF at an empty file (scontrol then
+# fails at once) unless SLURM_CONF is set; `snakemake --profile profiles/slurm` on a cluster is not affected.
+EMPTY_SLURM_CONF := $(VENV)/empty-slurm.conf
+SNAKEMAKE := SLURM_CONF="$${SLURM_CONF:-$(abspath $(EMPTY_SLURM_CONF))}" $(BIN)/snakemake
 
 .PHONY: setup run dry-run test test-fast test-slurm slurm-up slurm-down lint bench report docs readme clean help
 
@@ -29,13 +35,16 @@ $(STAMP): requirements.txt requirements/analysis.txt requirements/torch.txt pypr
 	$(BIN)/python -m compileall -qq -j 0 $(VENV)/lib src || true
 	touch $(STAMP)
 
-setup: $(STAMP)
+setup: $(STAMP) $(EMPTY_SLURM_CONF)
+
+$(EMPTY_SLURM_CONF): $(STAMP)
+	: > $@
 
 run: setup
-	$(BIN)/snakemake --cores $(CORES)
+	$(SNAKEMAKE) --cores $(CORES)
 
 dry-run: setup
-	$(BIN)/snakemake -n --quiet rules
+	$(SNAKEMAKE) -n --quiet rules
 
 test: setup
 	$(BIN)/python -m pytest
@@ -53,20 +62,20 @@ slurm-down:
 	.ci/slurm_down.sh --purge
 
 lint: setup
-	$(BIN)/snakemake --lint
+	$(SNAKEMAKE) --lint
 
 bench: setup
 	$(BIN)/python benchmarks/dag_walltime.py --cores $(CORES)
 
 report: setup
-	$(BIN)/snakemake --cores $(CORES) --report report.zip
+	$(SNAKEMAKE) --cores $(CORES) --report report.zip
 
 docs: setup
 	$(BIN)/python -m traintime.core.architecture
 	$(BIN)/traintime schemas > docs/data.md
 
 readme: setup
-	$(BIN)/snakemake --cores $(CORES) results/readme_blocks.md
+	$(SNAKEMAKE) --cores $(CORES) results/readme_blocks.md
 	$(BIN)/python -m traintime.core.readme results/readme_blocks.md README.md
 
 clean:
