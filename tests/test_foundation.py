@@ -172,6 +172,8 @@ def test_schema_coerces_spreadsheet_artefacts():
     ({"k": ["r1", "r1"]}, r"duplicated key \(k='r1'\) at row 2"),
     ({"x_ms": ["1", None]}, r"column 'x_ms' row 3: missing value"),
     ({"n": [1.5, 2]}, r"column 'n' row 2: 1.5 is not an integer"),
+    ({"x_ms": [True, False]}, r"column 'x_ms' row 2: True is not a number"),  # a column pandas read as booleans
+    ({"x_ms": [1.0, True]}, r"column 'x_ms' row 3: True is not a number"),  # one boolean cell among numbers
 ])
 def test_schema_errors_name_column_and_row(over, msg):
     with pytest.raises(SchemaError, match=msg):

@@ -174,8 +174,12 @@ def _coerce(s: pd.Series, col: Column, where: str) -> pd.Series:
         out = low.map(lambda v: None if pd.isna(v) else v in _TRUE)
         return out if s.isna().any() else out.astype(bool)
     num = pd.to_numeric(s, errors="coerce")
-    # pandas reads TRUE / False cells as booleans, which to_numeric would turn into 1 / 0
-    is_bool = s.map(lambda v: isinstance(v, (bool, np.bool_)))
+    # pandas reads TRUE / False cells as booleans, which to_numeric would turn into 1 / 0; a column pandas read as
+    # integers or floats holds none (no per-cell look: most columns of the large tables are numeric already)
+    if pd.api.types.is_numeric_dtype(s.dtype) and not pd.api.types.is_bool_dtype(s.dtype):
+        is_bool = pd.Series(False, index=s.index)
+    else:
+        is_bool = s.map(lambda v: isinstance(v, (bool, np.bool_)))
     bad = (s.notna() & num.isna()) | is_bool
     if bad.any():
         i = _first_bad(bad)
