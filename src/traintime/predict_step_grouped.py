@@ -34,7 +34,7 @@ Methods
     trace folds its training data, all of CHRONOS, is that of the external check), ``neighbour`` and
     ``neighbour_chronos_only`` (:class:`traintime.chronos.neighbour_step.NestedNeighbourStepTime`, the same way; its
     hardware feature set, with or without the SM count, the L2 cache size and the 16-bit matrix peak, chosen by the same inner CV, and its
-    trend for workloads never measured, ridge or none, by inner GroupKFold by model), ``roofline_calibrated`` (per-family
+    descriptor set for workloads never measured by inner GroupKFold by model), ``roofline_calibrated`` (per-family
     constants fitted on CHRONOS; on the CHRONOS grouped protocols refitted per family without the held-out GPU,
     model or dataset, :data:`CHRONOS_GROUPED`; on the trace protocols the
     saved calibration, which never saw a trace) and ``roofline_assumed`` (constants 0.40 / 0.60 / 5 us, nothing fitted).
@@ -516,8 +516,8 @@ def markdown_grouped(summary: pd.DataFrame, cov: pd.DataFrame, skipped: list[str
              "part; `neighbour` (hardware "
              "log-linear; a workload never measured takes a ridge trend in its descriptors plus the residuals of its "
              "k = 5 nearest measured workloads) chooses its hardware features (with or without the SM count, the "
-             "L2 size and the 16-bit matrix peak) and the ridge strength of per-workload slopes in log peak / bandwidth (off, 1, 3, 10) the same "
-             "way, and the trend (ridge or none) together with its descriptors (base, or also the kernel mix: shares "
+             "L2 size and the 16-bit matrix peak) and the ridge strength of per-workload slopes in log peak / bandwidth (off, 1, 3) the same "
+             "way, and its descriptors (base, or also the kernel mix: shares "
              "of the forward FLOPs in 1x1, 3x3, depthwise and grouped convolutions) by inner 3-fold GroupKFold by "
              "model. "
              "`roofline_calibrated` is predict's roofline (CHRONOS only; refitted per family without the held-out "

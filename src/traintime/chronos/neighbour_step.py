@@ -15,7 +15,8 @@
 The descriptors (kNN and trend space) are a named set (``descriptors``: ``base``, or ``kernel_mix`` = also the shares
 of the forward FLOPs in 1x1, 3x3, depthwise and grouped convolutions). ``k`` and ``alpha`` are fixed a priori;
 :class:`NestedNeighbourStepTime` chooses the hardware feature set (with or without the SM count, the L2 cache
-size and the 16-bit matrix peak) by inner folds by GPU, then the trend (ridge or none) and the descriptor set together by inner folds by model,
+size and the 16-bit matrix peak) by inner folds by GPU, then the ridge strength of per-workload slopes the same way, then the
+descriptor set (with the trend, by default ridge only) by inner folds by model,
 on its training rows only. Rows whose GPU lacks a spec the chosen set uses (``sms``, ``l2_mb``, ``matrix_fp16_gflops``: NaN) are left
 out of that set's fit only. Every fit is deterministic.
 
@@ -23,7 +24,10 @@ Per-workload slopes (``slopes``) are fitted in log peak and log bandwidth, and w
 SM count (the per-workload power law of the with-host model, :mod:`traintime.emulation.power_law`, uses all three).
 Measured on the outer folds of ``predict_step_grouped`` (release + traces, by hand): letting the inner CV also choose
 SM slopes and strengths 0.03-0.3 moved traces LOGO 10.9 -> 10.8 %, LOMO 22.4 -> 22.0 %, LOGenO 13.8 -> 13.5 % and
-CHRONOS LOGO 31.1 -> 31.7 %, so the defaults stay as they are (no SM slopes; strengths off, 1, 3, 10). A per-source
+CHRONOS LOGO 31.1 -> 31.7 %, so the defaults stay as they are (no SM slopes; strengths off, 1, 3). Strength 10 and
+``trend="none"`` were candidates too until no outer fold of the default ``make run`` chose either (the nested choices
+of results/tables/predict_step_grouped.md, and the frozen model); they stay options of :class:`NeighbourStepTime` and
+arguments of :class:`NestedNeighbourStepTime`, left out of its defaults to save about a fifth of its inner fits. A per-source
 fixed per-step cost subtracted before the fit (the median intercept of time in batch: about 22 ms on CHRONOS, 2 ms
 on the traces) was also tried and dropped: CHRONOS LOGO 31.1 -> 38.0 %, traces LOGO 10.9 -> 13.1 %, although the
 CHRONOS largest batch improved (38.9 -> 33.7 %); the fixed cost differs between the release's hosts (see
@@ -270,7 +274,7 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
     Parameters
     ----------
     candidates : hardware feature sets tried (:data:`~traintime.chronos.neighbour_frozen.HARDWARE_SETS`).
-    trends : trends tried (``ridge``, ``none``; :class:`NeighbourStepTime`).
+    trends : trends tried (``ridge``, ``none``; :class:`NeighbourStepTime`; default ridge only, see the module doc).
     descriptor_sets : descriptor sets tried (:data:`~traintime.chronos.neighbour_frozen.DESCRIPTOR_SETS`).
     slopes : strengths of the per-workload slopes tried (None = off; :class:`NeighbourStepTime`).
     slope_sms : whether the slopes are also tried with a slope in the log SM count (``(False, True)``: each strength
@@ -282,9 +286,9 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
     """
 
     def __init__(self, candidates: tuple[str, ...] = tuple(HARDWARE_SETS),
-                 trends: tuple[str, ...] = ("ridge", "none"), descriptor_sets: tuple[str, ...] = ("base", "kernel_mix"),
+                 trends: tuple[str, ...] = ("ridge",), descriptor_sets: tuple[str, ...] = ("base", "kernel_mix"),
                  inner_splits: int = 3, k: int = 5, alpha: float = 1.0, trained_on: str = "",
-                 inner_group: str = "gpu", slopes: tuple[float | None, ...] = (None, 1.0, 3.0, 10.0),
+                 inner_group: str = "gpu", slopes: tuple[float | None, ...] = (None, 1.0, 3.0),
                  batch_edge: str = "affine", slope_sms: tuple[bool, ...] = (False,)) -> None:
         self.slope_sms = slope_sms
         self.batch_edge = batch_edge
