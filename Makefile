@@ -7,10 +7,11 @@ CORES  ?= 2
 STAMP  := $(VENV)/.installed
 # Snakemake imports every installed executor plugin, and the SLURM plugin runs `scontrol show config` on import: where
 # SLURM's tools are installed but no controller answers (e.g. after `make test` as root stopped its test cluster) that
-# waits about 9 s. The targets below run Snakemake locally, so they point SLURM_CONF at an empty file (scontrol then
-# fails at once) unless SLURM_CONF is set; `snakemake --profile profiles/slurm` on a cluster is not affected.
+# waits about 9 s. The targets that start Snakemake run it locally, so they export SLURM_CONF pointing at an empty file
+# (scontrol then fails at once) unless SLURM_CONF is set; `snakemake --profile profiles/slurm` on a cluster is not
+# affected. (tests/conftest.py does the same for the tests.)
 EMPTY_SLURM_CONF := $(VENV)/empty-slurm.conf
-SNAKEMAKE := SLURM_CONF="$${SLURM_CONF:-$(abspath $(EMPTY_SLURM_CONF))}" $(BIN)/snakemake
+run dry-run lint bench report readme: export SLURM_CONF ?= $(abspath $(EMPTY_SLURM_CONF))
 
 .PHONY: setup run dry-run test test-fast test-slurm slurm-up slurm-down lint bench report docs readme clean help
 
@@ -41,10 +42,10 @@ $(EMPTY_SLURM_CONF): $(STAMP)
 	: > $@
 
 run: setup
-	$(SNAKEMAKE) --cores $(CORES)
+	$(BIN)/snakemake --cores $(CORES)
 
 dry-run: setup
-	$(SNAKEMAKE) -n --quiet rules
+	$(BIN)/snakemake -n --quiet rules
 
 test: setup
 	$(BIN)/python -m pytest
@@ -62,20 +63,20 @@ slurm-down:
 	.ci/slurm_down.sh --purge
 
 lint: setup
-	$(SNAKEMAKE) --lint
+	$(BIN)/snakemake --lint
 
 bench: setup
 	$(BIN)/python benchmarks/dag_walltime.py --cores $(CORES)
 
 report: setup
-	$(SNAKEMAKE) --cores $(CORES) --report report.zip
+	$(BIN)/snakemake --cores $(CORES) --report report.zip
 
 docs: setup
 	$(BIN)/python -m traintime.core.architecture
 	$(BIN)/traintime schemas > docs/data.md
 
 readme: setup
-	$(SNAKEMAKE) --cores $(CORES) results/readme_blocks.md
+	$(BIN)/snakemake --cores $(CORES) results/readme_blocks.md
 	$(BIN)/python -m traintime.core.readme results/readme_blocks.md README.md
 
 clean:
