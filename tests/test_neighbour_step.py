@@ -137,6 +137,26 @@ def test_nested_choice_takes_the_sm_count_when_the_law_needs_it() -> None:
         NeighbourStepTime(hardware="nope").fit(rows, no_sm)
 
 
+def test_slope_choice_reuses_the_hardware_choice_score_of_no_slopes_and_refitting_gives_the_same() -> None:
+    from traintime.chronos.efficiency_step import inner_group_choice
+
+    rows = synthetic_rows(list(range(6)), list(GPUS))
+    y = true_ms(rows) * (1 + 0.05 * np.sin(np.arange(len(rows))))  # noise: the candidates' scores differ
+    m = NestedNeighbourStepTime(alpha=0.0, slopes=(None, 1.0)).fit(rows, y)
+    assert m.inner_slopes_mape_["off"] == m.inner_mape_[m.best_]
+    refit = inner_group_choice(lambda c: NeighbourStepTime(alpha=0.0, hardware=m.best_), ("off",), m.inner_splits,
+                               rows, y)[1]["off"]
+    assert refit == m.inner_slopes_mape_["off"]  # the same estimator on the same folds: the reuse loses nothing
+
+    def make(c: str) -> NeighbourStepTime:
+        if c == "known":
+            raise AssertionError("a known candidate is refitted")
+        return NeighbourStepTime(alpha=0.0)
+
+    best, scores = inner_group_choice(make, ("known", "fit"), 3, rows, y, known={"known": -1.0})
+    assert best == "known" and scores["known"] == -1.0 and scores["fit"] > 0
+
+
 def test_beyond_the_measured_batch_range_time_grows_with_the_roofline_work() -> None:
     train = synthetic_rows(list(range(6)), list(GPUS))  # batches 16 and 64 only
     m = NeighbourStepTime(batch_edge="global").fit(train, true_ms(train))

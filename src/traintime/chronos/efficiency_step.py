@@ -153,16 +153,21 @@ def group_folds(rows: pd.DataFrame, group: str, splits: int) -> list[tuple[np.nd
 
 
 def inner_group_choice(make: Callable[[str], Any], candidates: tuple[str, ...], inner_splits: int, rows: pd.DataFrame,
-                       y: np.ndarray, sample_weight: Any = None, group: str = "gpu") -> tuple[str, dict[str, float]]:
+                       y: np.ndarray, sample_weight: Any = None, group: str = "gpu",
+                       known: Mapping[str, float] | None = None) -> tuple[str, dict[str, float]]:
     """(chosen candidate, inner weighted MAPE % per candidate): each candidate estimator ``make(candidate)`` is scored
     by ``GroupKFold`` by the ``group`` column (``inner_splits`` folds, at most the number of groups; deterministic) on
     ``rows`` only; the lowest weighted mean absolute percentage error wins (the last candidate when none can be
-    scored)."""
+    scored). ``known``: scores of candidates already scored by an earlier call with the same rows, weights, group
+    and splits (the same estimator under another name), taken as they are instead of refitting."""
     w = np.ones(len(y)) if sample_weight is None else np.asarray(sample_weight, dtype=float)
     scores: dict[str, float] = {}
     with frame_memo():
         folds = group_folds(rows, group, int(inner_splits))
         for cand in candidates:
+            if known is not None and cand in known:
+                scores[cand] = float(known[cand])
+                continue
             if not folds:
                 scores[cand] = float("nan")
                 continue

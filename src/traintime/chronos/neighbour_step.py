@@ -319,9 +319,11 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
         strengths = {"off": (None, False)} if None in self.slopes else {}
         strengths.update({f"{float(v):g}{' +sms' if m else ''}": (v, m) for m in sms for v in self.slopes
                           if v is not None})
+        # "off" is the hardware choice's own candidate (no slopes), already scored on the same folds
         best_s, self.inner_slopes_mape_ = inner_group_choice(
             lambda c: self._candidate(hardware=self.best_, slopes=strengths[c][0], slope_sms=strengths[c][1]),
-            tuple(strengths), self.inner_splits, rows, y, sample_weight, group=self.inner_group)
+            tuple(strengths), self.inner_splits, rows, y, sample_weight, group=self.inner_group,
+            known={"off": self.inner_mape_[self.best_]} if "off" in strengths else None)
         self.best_slopes_, self.best_slope_sms_ = strengths[best_s]
         pairs = {f"{t}, {d}": (t, d) for t in self.trends for d in self.descriptor_sets}
         best, self.inner_trend_mape_ = inner_group_choice(
