@@ -28,6 +28,10 @@ def test_full_config_validates_and_is_more_than_the_default():
     fs, ds = full["chronos_iteration"]["selection"], default["chronos_iteration"]["selection"]
     assert fs["inner_max_folds"] > ds["inner_max_folds"]
     assert fs["inner_n_estimators_scale"] == 1.0 > ds["inner_n_estimators_scale"]
+    # issue 14.4: the seed study is small in the default run and larger in the full config
+    fss, dss = full["collect"]["convergence"]["seed_study"], default["collect"]["convergence"]["seed_study"]
+    assert len(fss["seeds"]) > len(dss["seeds"]) >= 3 and len(fss["runs"]) > len(dss["runs"]) >= 3
+    assert fss["patience"] == dss["patience"] and fss["max_epochs"] > dss["max_epochs"]
     # every grouped protocol runs every seed and the nested entry, in both
     for cfg in (full, default):
         for prot in ("lomo", "lodo", "logo"):
