@@ -126,3 +126,26 @@ def test_runs_from_tables_keeps_capped_runs_and_names_a_missing_curve():
     assert [r.run_id for r in got] == ["a", "b"]
     with pytest.raises(SchemaError, match="no curve for run c"):
         runs_from_tables(curves, runs, statuses=("failed",))
+
+
+def test_curve_table_names_the_capped_runs_and_the_seed_noise_floor(tmp_path):
+    import pandas as pd
+
+    from traintime.chronos.convergence_curve_tables import write_curve_tables
+    from traintime.chronos.convergence_noise import seed_noise_floor
+
+    runs = [synthetic_run(i, s, c + 0.02 * s) for i, c in enumerate((0.2, 0.3, 0.4)) for s in range(3)]
+    capped = CurveRun("cfg9", 0, runs[0].losses[:5], 5, 3, 1e-3, 5)  # stopped by its 5-epoch cap
+    rows = pd.DataFrame([{"run_id": r.run_id, "seed": r.seed, "epochs_to_converge": r.epochs,
+                          "status": "max_epochs" if r is capped else "converged", "patience": r.patience,
+                          "min_delta": r.min_delta, "max_epochs": r.max_epochs} for r in [*runs, capped]])
+    curves = pd.concat([pd.DataFrame({"run_id": r.run_id, "seed": r.seed, "epoch": np.arange(1, len(r.losses) + 1),
+                                      "val_loss": r.losses}) for r in [*runs, capped]])
+    rows.to_csv(tmp_path / "runs.csv", index=False)
+    curves.to_csv(tmp_path / "curves.csv", index=False)
+    out = {k: str(tmp_path / f"{k}.{'md' if k == 'md' else 'csv'}") for k in ("csv", "md", "errors")}
+    write_curve_tables(str(tmp_path / "runs.csv"), str(tmp_path / "curves.csv"), out, ks=(3,))
+    md = (tmp_path / "md.md").read_text()
+    assert "Runs that reached the epoch cap: 1 of 10" in md
+    floor = seed_noise_floor(rows)
+    assert floor > 0 and f"Seed-noise floor of these runs: {floor:.1f} % MAPE" in md

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from traintime.chronos.convergence_noise import seed_noise_floor
 from traintime.chronos.curves_model import (
     curves_table,
     grouped_curve_errors,
@@ -25,6 +26,13 @@ def write_curve_tables(runs_csv: str, curves_csv: str, out: Mapping[str, str], k
     body = (to_markdown(tab) if not tab.empty else
             f"(not evaluated: {n_cfg} converged configuration(s) in the seed study; grouped folds need >= 2, "
             "run the full config's seed study)\n")
+    capped = sum(r.epochs >= r.max_epochs for r in items)
+    floor = seed_noise_floor(runs[runs["status"].isin(["converged", "max_epochs"])]) if not runs.empty else float("nan")
+    body += (f"\nRuns that reached the epoch cap: {capped} of {len(items)} (a configuration capped under every seed is "
+             "predicted exactly by any method that predicts the cap). Seed-noise floor of these runs: "
+             f"{floor:.1f} % MAPE - predicting each run's stopping epoch by the median of its own configuration's "
+             "other seeds; a curve method also sees the run's own first k epochs, so it can go below that floor, "
+             "but nothing that knows only the configuration can.\n")
     write_text(
         "# Stopping epoch from the first k epochs, unseen configurations\n\n"
         "Local seed-study runs (config `collect.convergence.seed_study`; small models on `digits`, CPU: they show the "
