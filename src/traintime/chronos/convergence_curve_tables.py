@@ -12,6 +12,7 @@ from traintime.chronos.curves_model import (
     runs_from_tables,
 )
 from traintime.core.io import read_csv, to_markdown, write_csv, write_text
+from traintime.measure.training_rows import CONVERGENCE_STATUSES
 
 
 def write_curve_tables(runs_csv: str, curves_csv: str, out: Mapping[str, str], ks: Sequence[int]) -> None:
@@ -27,7 +28,7 @@ def write_curve_tables(runs_csv: str, curves_csv: str, out: Mapping[str, str], k
             f"(not evaluated: {n_cfg} converged configuration(s) in the seed study; grouped folds need >= 2, "
             "run the full config's seed study)\n")
     capped = sum(r.epochs >= r.max_epochs for r in items)
-    floor = seed_noise_floor(runs[runs["status"].isin(["converged", "max_epochs"])]) if not runs.empty else float("nan")
+    floor = seed_noise_floor(runs[runs["status"].isin(CONVERGENCE_STATUSES)]) if not runs.empty else float("nan")
     body += (f"\nRuns that reached the epoch cap: {capped} of {len(items)} (a configuration capped under every seed is "
              "predicted exactly by any method that predicts the cap). Seed-noise floor of these runs: "
              f"{floor:.1f} % MAPE - predicting each run's stopping epoch by the median of its own configuration's "

@@ -39,6 +39,7 @@ from traintime.chronos.curves import (
     predict_stop_epoch,
 )
 from traintime.core.errors import SchemaError, unknown_name
+from traintime.measure.training_rows import CONVERGENCE_STATUSES
 
 #: Methods scored by :func:`grouped_curve_errors` besides ``selected``.
 CURVE_METHODS: tuple[str, ...] = (*FAMILIES, "cross_run", "no_curve_median")
@@ -218,7 +219,7 @@ class SelectedCurveMethod:
 
 
 def runs_from_tables(curves: pd.DataFrame, runs: pd.DataFrame,
-                     statuses: Sequence[str] = ("converged", "max_epochs")) -> list[CurveRun]:
+                     statuses: Sequence[str] = CONVERGENCE_STATUSES) -> list[CurveRun]:
     """:class:`CurveRun` objects from the seed-study tables (curves: run_id, seed, epoch, val_loss; runs:
     run_id, seed, epochs_to_converge, status, patience, min_delta, max_epochs). Runs whose ``status`` is in
     ``statuses`` are kept: the early-stopping rule includes the epoch cap, so a run stopped by ``max_epochs``
