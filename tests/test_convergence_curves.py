@@ -110,7 +110,7 @@ def test_interval_coverage_uses_only_other_folds() -> None:
     assert list(cov["interval"]) == ["residual"]
     assert cov["coverage_pct"].iloc[0] == 0.0
     wide = interval_coverage(preds, seed_log_sd=0.5, coverage=0.9).set_index("interval")
-    assert wide.loc["residual+seed", "coverage_pct"] == 100.0
+    assert wide.loc["seed_floored", "coverage_pct"] == 100.0
 
 
 def test_seed_noise_floor_and_versus_baseline() -> None:

@@ -12,6 +12,7 @@ from traintime.chronos.conformal import (
     combine_log_halfwidths,
     grouped_coverage,
 )
+from traintime.chronos.interval_math import seed_floored_halfwidth
 
 
 def _draw(rng, n, sigma=0.3):
@@ -86,3 +87,25 @@ def test_pooled_coverage_row_counts_every_held_out_row() -> None:
     assert pooled["measured_coverage"] == pytest.approx(hits / 660)
     assert list(table["family"]) == ["CNN", "CNN", "MLP", "MLP", ALL_FAMILIES, ALL_FAMILIES]
     assert "covered" not in table.columns
+
+
+def test_seed_spread_floors_the_epoch_interval_and_is_never_counted_twice() -> None:
+    """Residuals of single-seed labels already hold one seed draw: the seed half-width only floors them."""
+    assert seed_floored_halfwidth(0.4, 0.3) == pytest.approx(0.4)  # quadrature would give 0.5
+    assert seed_floored_halfwidth(0.2, 0.3) == pytest.approx(0.3)
+    assert seed_floored_halfwidth(0.2, float("nan")) == pytest.approx(0.2)
+    assert math.isnan(seed_floored_halfwidth(float("nan"), 0.3))
+
+
+def test_floored_interval_keeps_nominal_coverage_where_quadrature_over_covers() -> None:
+    """Labels = truth x model error x seed noise (one draw each), as the released runs: the residual interval
+    holds ~90 %; widening it in quadrature by the known seed sd over-covers; flooring it does not."""
+    rng = np.random.default_rng(3)
+    n, s_model, s_seed = 40_000, 0.15, 0.25
+    r = rng.normal(0, s_model, n) + rng.normal(0, s_seed, n)  # log residual of one single-seed label
+    cal, test = r[: n // 2], r[n // 2:]
+    h = float(np.quantile(np.abs(cal), 0.9))
+    z = 1.6448536269514722
+    floored, quadrature = seed_floored_halfwidth(h, z * s_seed), combine_log_halfwidths(h, z * s_seed)
+    assert abs(float(np.mean(np.abs(test) <= floored)) - 0.9) < 0.01
+    assert float(np.mean(np.abs(test) <= quadrature)) > 0.96

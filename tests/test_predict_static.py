@@ -210,3 +210,21 @@ def test_bf16_is_answered_by_the_16_bit_rows_the_step_models_know() -> None:
     assert notes[0].startswith("bf16 step times are the 16-bit answers") and "before Ampere: 1 of these" in notes[1]
     with pytest.raises(TraintimeError, match="tf32"):
         make_workload("resnet18", 64, "tf64", dataset="cifar10")
+
+
+def test_plan_floors_the_epoch_interval_at_the_seed_spread_and_adds_it_once() -> None:
+    """Epoch half-width = max(model residual, seed spread); hours = step and epochs half-widths in quadrature."""
+    from traintime.predict_plan import PlanContext, plan
+
+    class Flat:  # a fake step model: 10 ms on every GPU
+        label = "fake"
+
+        def predict(self, rows: pd.DataFrame) -> np.ndarray:
+            return np.full(len(rows), 10.0)
+
+    w = make_workload("resnet18", 64, "32", dataset="cifar10")
+    gpus = gpu_rows(["T4"])
+    for epochs_q, seed_q, want in ((0.2, 0.3, 0.3), (0.3, 0.2, 0.3), (0.3, float("nan"), 0.3)):
+        out = plan(w, gpus, Flat(), PlanContext(step_q=0.4, epochs_q=epochs_q, seed_q=seed_q), epochs=20.0).iloc[0]
+        assert out["epochs_high"] / out["epochs"] == pytest.approx(np.exp(want))
+        assert out["hours_high"] / out["hours"] == pytest.approx(np.exp(np.hypot(0.4, want)))

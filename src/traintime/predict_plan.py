@@ -19,8 +19,10 @@ residual or infinite; ``results/tables/predict_interval_coverage.*`` reports the
 * epochs: out-of-fold predictions of the convergence method (``convergence_predictions/<method>.csv``,
   protocol ``lomo``), grouped by model;
 * seed spread: the coverage quantile of the across-seed standard deviation of log epochs
-  (``convergence.csv``);
-* hours and cost: the three log half-widths in quadrature.
+  (``convergence.csv``). The residuals of single-seed labels already hold one draw of it, so it is not
+  added again: the epochs half-width is the larger of the two
+  (:func:`~traintime.chronos.interval_math.seed_floored_halfwidth`);
+* hours and cost: the step and epochs log half-widths in quadrature.
 Missing files leave the corresponding interval empty (NaN / null) and say so in ``notes``.
 """
 
@@ -35,7 +37,10 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traintime.chronos.interval_math import combine_log_halfwidths
+from traintime.chronos.interval_math import (
+    combine_log_halfwidths,
+    seed_floored_halfwidth,
+)
 from traintime.predict_static import Workload, static_features, step_rows
 
 
@@ -235,12 +240,11 @@ def plan(w: Workload, gpus: pd.DataFrame, step_model: Any, ctx: PlanContext, epo
     shown = step + (out["loader_ms"].fillna(0).to_numpy() if workers else 0)
     out["epoch_s"] = (w.num_samples / w.batch_size * shown / 1000.0) if w.num_samples else np.nan
     out["epochs"] = float(epochs) if epochs is not None else np.nan
-    eq = math.exp(ctx.epochs_q) if ctx.epochs_q == ctx.epochs_q else float("nan")
+    epochs_q = seed_floored_halfwidth(ctx.epochs_q, ctx.seed_q)
+    eq = math.exp(epochs_q)  # NaN stays NaN
     out["epochs_low"], out["epochs_high"] = out["epochs"] / eq, out["epochs"] * eq
     out["hours"] = out["epochs"] * out["epoch_s"] / 3600.0
-    hq = combine_log_halfwidths(step_q, ctx.epochs_q, ctx.seed_q)
-    if step_q != step_q or ctx.epochs_q != ctx.epochs_q:
-        hq = float("nan")
+    hq = math.nan if math.isnan(step_q) or math.isnan(epochs_q) else combine_log_halfwidths(step_q, epochs_q)
     h = math.exp(hq) if hq == hq else float("nan")
     out["hours_low"], out["hours_high"] = out["hours"] / h, out["hours"] * h
     price = pd.to_numeric(gpus["price_per_hour_usd"], errors="coerce").to_numpy()

@@ -11,7 +11,7 @@ GPU with many rows does not dominate the quantile; the weighted quantile uses th
 conformal quantile ``ceil((n + 1)(1 - alpha))``-th smallest residual.
 
 :func:`combine_log_halfwidths` adds independent log-scale half-widths in quadrature (the interval of
-hours = step x epochs x seed spread).
+hours = step x epochs; the seed spread only floors the epochs half-width, :func:`~traintime.chronos.interval_math.seed_floored_halfwidth`).
 """
 
 from __future__ import annotations

@@ -8,14 +8,15 @@ coverage on grouped folds, and the curve-extrapolation evaluation (issue 14).
 
   ``residual``      the empirical ``(1 - c) / 2`` and ``(1 + c) / 2`` quantiles of
                     ``log10(measured / predicted)`` of the other folds;
-  ``residual+seed`` the same interval widened in quadrature by the seed spread: each half-width
-                    ``h`` (from the median residual to a quantile) becomes ``sqrt(h^2 + (z s)^2)``
-                    with ``s`` the pooled sd of log10 T_conv
-                    over seeds (:func:`pooled_log_sd`) and ``z`` the normal quantile of ``(1 + c) / 2``.
+  ``seed_floored``  the rule ``traintime predict`` applies to its epoch interval
+                    (:func:`~traintime.chronos.interval_math.seed_floored_halfwidth`): each half-width
+                    ``h`` (from the median residual to a quantile) becomes ``max(h, z s)`` with ``s`` the
+                    pooled sd of log10 T_conv over seeds (:func:`pooled_log_sd`) and ``z`` the normal
+                    quantile of ``(1 + c) / 2``.
 
-  The released labels come from one seed each, so the residuals already contain one draw of seed
-  noise; ``residual+seed`` therefore double-counts it and is expected to over-cover. The table
-  reports both.
+  The released labels come from one seed each, so the residuals already hold one draw of seed noise;
+  widening them in quadrature by the seed spread would count it twice and over-cover. ``seed_floored`` takes the model part out and puts the seed part back, which
+  leaves the residual interval unless it is narrower than the seed spread alone.
 * :func:`curve_extrapolation_errors`: leave-one-configuration-out MAPE of the stopping epoch
   predicted from the first k epochs (:mod:`traintime.chronos.curves`).
 """
@@ -29,6 +30,7 @@ import pandas as pd
 from scipy.stats import norm
 
 from traintime.chronos.curves import FAMILIES, curve_prior, predict_stop_epoch
+from traintime.chronos.interval_math import seed_floored_halfwidth
 from traintime.core.errors import SchemaError
 
 
@@ -75,15 +77,15 @@ def interval_coverage(preds: pd.DataFrame, seed_log_sd: float, coverage: float =
     for (protocol, method, seed), g in preds.groupby(["protocol", "method", "seed"], sort=False):
         r = np.log10(g["epochs_measured"].to_numpy(float) / g["epochs_predicted"].to_numpy(float))
         fold = (g["family"].astype(str) + "/" + g["held_out"].astype(str)).to_numpy()
-        res: dict[str, list[tuple[bool, float]]] = {"residual": [], "residual+seed": []}
+        res: dict[str, list[tuple[bool, float]]] = {"residual": [], "seed_floored": []}
+        zs = z * seed_log_sd
         for f in np.unique(fold):
             te, cal = fold == f, fold != f
             lo, mid, hi = np.quantile(r[cal], [lo_q, 0.5, hi_q])
-            zs2 = (z * seed_log_sd) ** 2
             for kind, (a, b) in (("residual", (lo, hi)),
-                                 ("residual+seed", (mid - np.sqrt((mid - lo) ** 2 + zs2),
-                                                    mid + np.sqrt((hi - mid) ** 2 + zs2)))):
-                if kind == "residual+seed" and not np.isfinite(seed_log_sd):
+                                 ("seed_floored", (mid - seed_floored_halfwidth(mid - lo, zs),
+                                                   mid + seed_floored_halfwidth(hi - mid, zs)))):
+                if kind == "seed_floored" and not np.isfinite(seed_log_sd):
                     continue
                 res[kind].extend((bool(a <= v <= b), float(10 ** (b - a))) for v in r[te])
         for kind, hits in res.items():

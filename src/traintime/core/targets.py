@@ -126,11 +126,11 @@ def _pooling(protocol: str, goal: str, value: str, lower: float | None, upper: f
 
 def _coverage(protocol: str) -> Target:
     return Target(14, f"90 % epoch interval, {protocol.upper()}: coverage % of held-out runs", _COV,
-                  f"protocol == '{protocol}' and method == 'chronos_rf' and interval == 'residual+seed'",
-                  "coverage_mean_pct", "`chronos_rf` intervals (model error + seed spread), as `predict`",
+                  f"protocol == '{protocol}' and method == 'chronos_rf' and interval == 'seed_floored'",
+                  "coverage_mean_pct", "`chronos_rf` residual intervals floored at the seed spread, `predict`'s rule",
                   lower=85.0, upper=95.0, sd="coverage_sd_pct", n="n_seeds",
                   previous=f"protocol == '{protocol}' and method == 'chronos_rf' and interval == 'residual'",
-                  previous_label="model error only")
+                  previous_label="residual quantiles alone")
 
 
 def _external(precision: str, goal: str, value: str, lower: float | None, upper: float | None,
