@@ -51,3 +51,33 @@ def test_cli_curve_option(saved, capsys: pytest.CaptureFixture[str]) -> None:  #
     assert main([*base, "--curve", "1.0,abc"]) != 0
     assert "--curve" in capsys.readouterr().err
     assert np.isfinite(with_curve)
+
+
+def test_curve_interval_comes_from_the_curve_extrapolation_errors(tmp_path) -> None:
+    """With --curve the epochs interval is split conformal on the same k-epoch extrapolation replayed on the
+    local seed-study runs (grouped by configuration), runs already stopped within k left out."""
+    import math
+
+    import pandas as pd
+
+    from traintime.predict_plan import curve_conformal
+
+    k, stop = 3, {"patience": 3, "min_delta": 5e-4, "max_epochs": 15}
+    losses = [1.0 + math.exp(-0.3 * (t - 1)) for t in range(1, 16)]
+    p = predict_stop_epoch(losses[:k], stop["patience"], stop["min_delta"], stop["max_epochs"])
+    assert p > k
+    # configurations a and b stop where the extrapolation says, c at twice that; a's seed 1 stopped at epoch 1
+    measured = {("a", 0): p, ("a", 1): 1, ("b", 0): p, ("b", 1): p, ("c", 0): 2 * p, ("c", 1): 2 * p}
+    runs = pd.DataFrame([{"run_id": r, "seed": s, "epochs_to_converge": t, "status": "converged", **stop}
+                         for (r, s), t in measured.items()])
+    curves = pd.DataFrame([{"run_id": r, "seed": s, "epoch": e + 1, "val_loss": v}
+                           for (r, s) in measured for e, v in enumerate(losses)])
+    q, note = curve_conformal(tmp_path, k, 20.0, 0.9)
+    assert math.isnan(q) and "none" in note  # no seed-study files
+    runs.to_csv(tmp_path / "local_convergence_seed_runs.csv", index=False)
+    curves.to_csv(tmp_path / "local_convergence_seed_curves.csv", index=False)
+    q, note = curve_conformal(tmp_path, k, 20.0, 0.9)
+    # a third of the weight (configuration c) is off by a factor 2: the 90 % quantile is log 2; the run of a
+    # stopped within k (off by a factor p) would have made it log p
+    assert q == pytest.approx(math.log(2)) and "5 local seed-study runs (3 configurations" in note
+    assert curve_conformal(tmp_path, k, 2.0, 0.9)[0] == 0.0  # the rule fired within the curve given

@@ -17,7 +17,8 @@ residual or infinite; ``results/tables/predict_interval_coverage.*`` reports the
   ``<data_dir>/iteration.csv`` (``compute_time_ms``: loader wait excluded; ``step_time_ms`` where a table
   lacks it), the efficiencies refitted without the held-out GPU, grouped by GPU;
 * epochs: out-of-fold predictions of the convergence method (``convergence_predictions/<method>.csv``,
-  protocol ``lomo``), grouped by model;
+  protocol ``lomo``), grouped by model; with a partial validation curve (``--curve``) the errors of that
+  curve extrapolation on the local seed-study runs instead (:func:`curve_conformal`);
 * seed spread: the coverage quantile of the across-seed standard deviation of log epochs
   (``convergence.csv``). The residuals of single-seed labels already hold one draw of it, so it is not
   added again: the epochs half-width is the larger of the two
@@ -116,6 +117,33 @@ def epochs_conformal(data_dir: Path, method: str, family: str, coverage: float) 
             else:
                 notes.append(f"seed spread: none (one seed per {family} configuration in {conv})")
     return q, s, "; ".join(notes)
+
+
+def curve_conformal(data_dir: Path, k: int, epochs: float, coverage: float) -> tuple[float, str]:
+    """(epochs log half-width, note) for an estimate extrapolated from the first ``k`` epochs of the run
+    (``--curve``): split conformal, grouped by configuration, on the same extrapolation (exponential family,
+    no prior) replayed on the first ``k`` epochs of the local seed-study runs still training after ``k``
+    epochs (``local_convergence_seed_runs.csv`` / ``_curves.csv`` of ``data_dir``). The residuals of the
+    static convergence model do not describe this estimate. Zero when the stopping rule already fired within
+    the given curve (``epochs <= k``); NaN without seed-study runs of at least two configurations."""
+    if epochs <= k:
+        return 0.0, f"epochs interval: none needed (the stopping rule fired within the {k} epochs given)"
+    runs_p, curves_p = data_dir / "local_convergence_seed_runs.csv", data_dir / "local_convergence_seed_curves.csv"
+    none = f"epochs interval: none (fewer than 2 local seed-study configurations in {data_dir} still training after {k} epochs)"
+    if not (runs_p.exists() and curves_p.exists()):
+        return float("nan"), none
+    from traintime.chronos.conformal import SplitConformal
+    from traintime.chronos.convergence_noise import curve_extrapolation_errors
+    from traintime.core.io import read_csv
+
+    err = curve_extrapolation_errors(read_csv(curves_p), read_csv(runs_p), ks=(k,), families=("exp",), with_prior=False)
+    err = err[~err["stopped_within_k"]]
+    if err["run_id"].nunique() < 2:
+        return float("nan"), none
+    cp = SplitConformal(coverage, finite_sample=False).fit(err["epochs_measured"], err["epochs_predicted"],
+                                                          err["run_id"])
+    return cp.log_halfwidth, (f"epochs interval: split conformal on the {k}-epoch curve extrapolation of {len(err)} "
+                              f"local seed-study runs ({cp.n_groups_} configurations; not the released regime)")
 
 
 def loader_wait_ms(w: Workload, compute_ms: np.ndarray, workers: int,

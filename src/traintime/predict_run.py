@@ -127,6 +127,7 @@ def run_predict(args: argparse.Namespace, out: Any = None, err: Any = None) -> i
     from traintime.predict_output import sort_plan, text_table, to_json
     from traintime.predict_plan import (
         PlanContext,
+        curve_conformal,
         epochs_conformal,
         plan,
         precision_notes,
@@ -203,7 +204,11 @@ def run_predict(args: argparse.Namespace, out: Any = None, err: Any = None) -> i
         info.append(probe_note)
         trained.add("epochs (convergence) model", conv_meta)
         info.append(trained.lines[-1])
-        q, s, note = epochs_conformal(data_dir, args.convergence_method, w.family, args.coverage)
+        if args.curve:  # the estimate comes from the run's own curve: its interval from the curve's errors
+            q, note = curve_conformal(data_dir, len(_curve(args.curve) or []), epochs, args.coverage)
+            s = float("nan")
+        else:
+            q, s, note = epochs_conformal(data_dir, args.convergence_method, w.family, args.coverage)
         ctx.epochs_q, ctx.seed_q = q, s
         ctx.notes.append(note)
     ctx.notes.extend(precision_notes(w, gpus))

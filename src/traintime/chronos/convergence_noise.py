@@ -103,13 +103,14 @@ CURVE_ERROR_COLUMNS = ["family", "k", "run_id", "seed", "epochs_measured", "epoc
 
 
 def curve_extrapolation_errors(curves: pd.DataFrame, runs: pd.DataFrame, ks: Sequence[int] = (1, 2, 3, 5),
-                               families: Sequence[str] = FAMILIES) -> pd.DataFrame:
+                               families: Sequence[str] = FAMILIES, with_prior: bool = True) -> pd.DataFrame:
     """Predicted vs measured stopping epoch from the first k epochs of every run.
 
     ``curves``: long table run_id, seed, epoch, val_loss. ``runs``: run_id, seed, epochs_to_converge,
     status, patience, min_delta, max_epochs. Only converged runs are scored. The prior of each run's
     fit comes from the complete curves of the *other* configurations (leave one configuration out,
-    so its other seeds do not inform it). Runs whose rule already fired within the first k epochs
+    so its other seeds do not inform it; ``with_prior=False``: no prior, as ``traintime predict --curve``
+    extrapolates). Runs whose rule already fired within the first k epochs
     are marked ``stopped_within_k`` (their prediction is exact by construction) and kept apart in the
     summary. Columns: family, k, run_id, seed, epochs_measured, epochs_predicted, ape_pct,
     stopped_within_k.
@@ -125,7 +126,7 @@ def curve_extrapolation_errors(curves: pd.DataFrame, runs: pd.DataFrame, ks: Seq
     for fam in families:
         for rid in sorted(set(runs["run_id"])):
             others = [v for (r, _), v in full.items() if r != rid]
-            prior = curve_prior(others, fam)
+            prior = curve_prior(others, fam) if with_prior else None
             for row in runs[runs["run_id"] == rid].itertuples(index=False):
                 y = full.get((rid, int(row.seed)))
                 if y is None:
