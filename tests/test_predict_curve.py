@@ -27,6 +27,8 @@ def test_partial_curve_changes_the_epochs_estimate(saved) -> None:  # noqa: F811
     assert est.epochs == expected != 20.0
     assert est.hours == pytest.approx(expected * est.epoch_s / 3600)
     assert any("validation curve" in n for n in est.notes)
+    # the interval is the curve extrapolation's, never the convergence model's residuals: none here (no seed study)
+    assert est.epochs_protocol == "curve k=5" and np.isnan(est.epochs_low) and not np.isnan(base.epochs_low)
     with pytest.raises(TraintimeError, match="positive"):
         _predictor(saved, curve=[1.0, -1.0])
 

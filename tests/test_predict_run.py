@@ -154,3 +154,23 @@ def test_32_bit_cnn_on_tf32_cards_points_to_the_tf32_precision(tmp_path, capsys)
     assert "their interval is the 32-bit model's" in out  # the rule's error is not in the interval: said so
     assert main([*base, "--gpus", "T4,A100-PCIe-80GB", "--precision", "bf16"]) == 0
     assert "bf16 on cards without BF16 tensor cores (before Ampere: 1 of these GPUs)" in capsys.readouterr().out
+
+
+def test_no_probe_curve_gives_epochs_from_the_run_own_rule(tmp_path, capsys) -> None:
+    """--no-probe --curve: epochs from the extrapolated curve under the run's own early-stopping options; the
+    stopping rule that already fired within the curve needs no interval; bad options stop with one line."""
+    from traintime.chronos.curves import predict_stop_epoch
+
+    base = ["predict", "--model", "resnet18", "--input-size", "64", "--num-classes", "10", "--num-samples", "1000",
+            "--no-probe", "--gpus", "T4", "--data-dir", str(tmp_path), "--models-dir", str(tmp_path), "--json"]
+    falling = [2.0, 1.6, 1.4, 1.3]
+    assert main([*base, "--curve", ",".join(map(str, falling)), "--patience", "2", "--max-epochs", "30"]) == 0
+    rec = json.loads(capsys.readouterr().out)[0]
+    assert rec["epochs"] == predict_stop_epoch(falling, 2, 5e-4, 30) > len(falling)  # CNN min_delta by default
+    assert rec["hours"] is not None and rec["hours"] > 0
+    stopped = [2.0, 1.0, 1.5, 1.6]  # best at epoch 2, no gain for 2 epochs: the rule fired at epoch 4
+    assert main([*base, "--curve", ",".join(map(str, stopped)), "--patience", "2"]) == 0
+    rec = json.loads(capsys.readouterr().out)[0]
+    assert rec["epochs"] == 4 and rec["epochs_low"] == rec["epochs_high"] == 4  # exact: nothing to extrapolate
+    assert main([*base, "--curve", "2,1", "--min-delta", "-1"]) != 0
+    assert "--min-delta" in capsys.readouterr().err

@@ -59,6 +59,26 @@ FAMILY_STOPPING: dict[str, dict[str, float | int]] = {
 }
 
 
+def stopping_settings(family: str, data_dir: Path, chronos_model: str | None = None,
+                      overrides: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Early-stopping rule of a run (``patience``, ``min_delta``, ``max_epochs``): the most common among the
+    released runs of the same model in ``<data_dir>/convergence.csv``, else of its family, else
+    :data:`FAMILY_STOPPING`; the run's own settings (``overrides``, entries that are not None) win."""
+    stop: dict[str, Any] = dict(FAMILY_STOPPING[family])
+    conv_path = Path(data_dir) / "convergence.csv"
+    if conv_path.exists():
+        from traintime.data.chronos_convergence import load_convergence
+
+        table = load_convergence(conv_path)
+        same = table[table["model"] == chronos_model]
+        fam = same if not same.empty else table[table["family"] == family]
+        for k in stop:
+            if not fam.empty:
+                stop[k] = fam[k].mode().iloc[0]
+    stop.update({k: v for k, v in (overrides or {}).items() if v is not None})
+    return stop
+
+
 class TrainingTimePredictor(RankingMixin):
     """Training time and cost of one configuration on the GPUs of the spec table (see module doc).
 
@@ -77,7 +97,10 @@ class TrainingTimePredictor(RankingMixin):
         curve, epoch 1 first). The epochs estimate is then the stopping epoch of the run's
         early-stopping rule replayed on the curve extrapolated by :mod:`traintime.chronos.curves`
         (``exp`` family, generic prior), instead of the convergence model's; a note records both.
-        The epochs interval still comes from the convergence model's out-of-fold residuals.
+        The epochs interval then comes from the errors of that extrapolation on the local seed-study
+        runs (:func:`traintime.predict_plan.curve_errors`), not from the convergence model's residuals.
+    stopping : the run's own early-stopping rule (``patience``, ``min_delta``, ``max_epochs``; None
+        entries keep :func:`stopping_settings`' released default).
     """
 
     def __init__(self, model: str, dataset: str, optimizer: str = "sgd", batch_size: int = 64,
@@ -90,7 +113,7 @@ class TrainingTimePredictor(RankingMixin):
                  model_kwargs: dict[str, Any] | None = None, img_px: int | None = None,
                  num_classes: int | None = None, num_samples: int | None = None,
                  convergence_method: str = "chronos_rf",
-                 curve: list[float] | None = None) -> None:
+                 curve: list[float] | None = None, stopping: dict[str, Any] | None = None) -> None:
         from traintime.core.specs import canonical_gpu, load_specs
         from traintime.measure.datasets import dataset_info
         from traintime.measure.models import model_img_px, resolve_model
@@ -144,6 +167,7 @@ class TrainingTimePredictor(RankingMixin):
         self.seed = int(seed)
         self.model_kwargs = dict(model_kwargs or {})
         self.curve = None if curve is None else [float(v) for v in curve]
+        self.stopping = dict(stopping or {})
         if self.curve is not None and (not self.curve or not all(math.isfinite(v) and v > 0 for v in self.curve)):
             raise TraintimeError(f"curve: validation losses must be positive numbers, got {curve!r}")
         self.notes: list[str] = chk.training_range_notes(self.data_dir, self.family, self.batch_size,
@@ -306,17 +330,7 @@ class TrainingTimePredictor(RankingMixin):
         from traintime.measure.models import model_arch
 
         pr = self.run_probe()
-        stop = dict(FAMILY_STOPPING[self.family])
-        conv_path = self.data_dir / "convergence.csv"
-        if conv_path.exists():
-            from traintime.data.chronos_convergence import load_convergence
-
-            table = load_convergence(conv_path)
-            same = table[table["model"] == self.chronos_model]
-            fam = same if not same.empty else table[table["family"] == self.family]
-            for k in stop:
-                if not fam.empty:
-                    stop[k] = fam[k].mode().iloc[0]
+        stop = stopping_settings(self.family, self.data_dir, self.chronos_model, self.stopping)
         arch = model_arch(self.model_name, self.img_px, **self.model_kwargs) if self.family == "MLP" else {}
         row = {"family": self.family, "model": self.chronos_model, "dataset": self.info.chronos_name,
                "task": "vision_cls" if self.family == "Transformer" else None, "optimizer": self.optimizer,

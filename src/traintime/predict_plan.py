@@ -119,27 +119,35 @@ def epochs_conformal(data_dir: Path, method: str, family: str, coverage: float) 
     return q, s, "; ".join(notes)
 
 
-def curve_conformal(data_dir: Path, k: int, epochs: float, coverage: float) -> tuple[float, str]:
-    """(epochs log half-width, note) for an estimate extrapolated from the first ``k`` epochs of the run
-    (``--curve``): split conformal, grouped by configuration, on the same extrapolation (exponential family,
-    no prior) replayed on the first ``k`` epochs of the local seed-study runs still training after ``k``
-    epochs (``local_convergence_seed_runs.csv`` / ``_curves.csv`` of ``data_dir``). The residuals of the
-    static convergence model do not describe this estimate. Zero when the stopping rule already fired within
-    the given curve (``epochs <= k``); NaN without seed-study runs of at least two configurations."""
-    if epochs <= k:
-        return 0.0, f"epochs interval: none needed (the stopping rule fired within the {k} epochs given)"
+def curve_errors(data_dir: Path, k: int) -> pd.DataFrame | None:
+    """Measured against predicted stopping epochs of the extrapolation ``traintime predict --curve`` makes
+    (exponential family, generic prior) replayed on the first ``k`` epochs of the local seed-study runs still
+    training after ``k`` epochs (``local_convergence_seed_runs.csv`` / ``_curves.csv`` of ``data_dir``);
+    None without such runs of at least two configurations."""
     runs_p, curves_p = data_dir / "local_convergence_seed_runs.csv", data_dir / "local_convergence_seed_curves.csv"
-    none = f"epochs interval: none (fewer than 2 local seed-study configurations in {data_dir} still training after {k} epochs)"
     if not (runs_p.exists() and curves_p.exists()):
-        return float("nan"), none
-    from traintime.chronos.conformal import SplitConformal
+        return None
     from traintime.chronos.convergence_noise import curve_extrapolation_errors
     from traintime.core.io import read_csv
 
     err = curve_extrapolation_errors(read_csv(curves_p), read_csv(runs_p), ks=(k,), families=("exp",), with_prior=False)
     err = err[~err["stopped_within_k"]]
-    if err["run_id"].nunique() < 2:
-        return float("nan"), none
+    return err if err["run_id"].nunique() >= 2 else None
+
+
+def curve_conformal(data_dir: Path, k: int, epochs: float, coverage: float) -> tuple[float, str]:
+    """(epochs log half-width, note) for an estimate extrapolated from the first ``k`` epochs of the run
+    (``--curve``): split conformal on :func:`curve_errors`, grouped by configuration (the residuals of the
+    static convergence model do not describe this estimate). Zero when the stopping rule already fired
+    within the given curve (``epochs <= k``); NaN without seed-study runs."""
+    if epochs <= k:
+        return 0.0, f"epochs interval: none needed (the stopping rule fired within the {k} epochs given)"
+    err = curve_errors(data_dir, k)
+    if err is None:
+        return float("nan"), (f"epochs interval: none (fewer than 2 local seed-study configurations in {data_dir} "
+                              f"still training after {k} epochs)")
+    from traintime.chronos.conformal import SplitConformal
+
     cp = SplitConformal(coverage, finite_sample=False).fit(err["epochs_measured"], err["epochs_predicted"],
                                                           err["run_id"])
     return cp.log_halfwidth, (f"epochs interval: split conformal on the {k}-epoch curve extrapolation of {len(err)} "

@@ -101,6 +101,21 @@ class RankingMixin:
         return (np.log(p["epochs_measured"].to_numpy() / p["epochs_predicted"].to_numpy()),
                 mape(p["epochs_measured"], p["epochs_predicted"]))
 
+    def _curve_residuals(self, k: int, epochs: float) -> tuple[np.ndarray, float]:
+        """Log residuals and MAPE of the k-epoch curve extrapolation on the local seed-study runs
+        (:func:`traintime.predict_plan.curve_errors`); exact (one zero residual) when the stopping rule
+        fired within the curve."""
+        if epochs <= k:
+            return np.zeros(1), 0.0
+        from traintime.core.metrics import mape
+        from traintime.predict_plan import curve_errors
+
+        err = curve_errors(self.data_dir, k)
+        if err is None:
+            return np.array([]), float("nan")
+        m, p = err["epochs_measured"].to_numpy(float), err["epochs_predicted"].to_numpy(float)
+        return np.log(m / p), mape(m, p)
+
     def ranking(self, gpus: list[str] | None = None) -> pd.DataFrame:
         """One row per GPU (default: every GPU of the spec table): step, epoch, epochs, hours, cost,
         their intervals, ranks by cost (priced GPUs) and by time, and whether the GPU / model is in
@@ -110,8 +125,12 @@ class RankingMixin:
         epochs = self.predict_number_of_epochs()
         models_seen, gpus_seen = self._training_values()
         model_seen = self.chronos_model in models_seen
-        e_proto = "cv" if model_seen else "lomo"
-        e_res, e_mape = self._epoch_residuals(e_proto)
+        if self.curve is not None:  # the estimate comes from the run's own curve: so do its residuals
+            e_proto = f"curve k={len(self.curve)}"
+            e_res, e_mape = self._curve_residuals(len(self.curve), epochs)
+        else:
+            e_proto = "cv" if model_seen else "lomo"
+            e_res, e_mape = self._epoch_residuals(e_proto)
         rng = np.random.default_rng(self.seed)
         cache: dict[str, tuple[np.ndarray, float]] = {}
         prices = self.specs.set_index("gpu")["price_per_hour_usd"]

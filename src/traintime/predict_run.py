@@ -53,7 +53,11 @@ def add_predict_arguments(p: argparse.ArgumentParser) -> None:
     a("--epochs", type=float, default=None, help="use this many epochs instead of the convergence model")
     a("--curve", default=None, metavar="L1,L2,...",
       help="validation losses of the first epochs of this run (comma-separated): the epochs estimate becomes "
-           "the early-stopping epoch of the extrapolated curve")
+           "the early-stopping epoch of the extrapolated curve (works with --no-probe too)")
+    a("--patience", type=int, default=None,
+      help="early-stopping patience of the run (epochs; default: the released runs' of its model or family)")
+    a("--min-delta", type=float, default=None, help="early-stopping min_delta of the run (default: as --patience)")
+    a("--max-epochs", type=int, default=None, help="epoch cap of the run (default: as --patience)")
     a("--convergence-method", default="chronos_rf",
       help="saved convergence model <models-dir>/convergence/<method>.joblib (default chronos_rf)")
     a("--models-dir", default="results/models", help="saved models of the workflow")
@@ -145,6 +149,11 @@ def run_predict(args: argparse.Namespace, out: Any = None, err: Any = None) -> i
         chk.check_int("--workers", args.workers, 1, 1024)
     if args.probe_batch_size is not None:
         chk.check_int("--probe-batch-size", args.probe_batch_size, 1, chk.MAX_PROBE_BATCH_SIZE)
+    for name, value in (("--patience", args.patience), ("--max-epochs", args.max_epochs)):
+        if value is not None:
+            chk.check_int(name, value, 1, 100_000)
+    if args.min_delta is not None:
+        chk.check_float("--min-delta", args.min_delta, 0.0, 1e9)
     if args.output:
         chk.check_output_file("--output", args.output)
     if args.plot:
@@ -197,8 +206,13 @@ def run_predict(args: argparse.Namespace, out: Any = None, err: Any = None) -> i
         epochs = float(args.epochs)
         ctx.epochs_q = ctx.seed_q = 0.0  # a given count carries no model error
         info.append(f"epochs: {epochs:g} as given (--epochs)")
+    elif args.no_probe and args.curve:
+        epochs, note = _curve_epochs(args, w, data_dir)
+        info.append(note)
+        q, note = curve_conformal(data_dir, len(_curve(args.curve) or []), epochs, args.coverage)
+        ctx.epochs_q, ctx.notes = q, [*ctx.notes, note]
     elif args.no_probe:
-        info.append("epochs: not predicted (--no-probe); hours and cost need --epochs N")
+        info.append("epochs: not predicted (--no-probe); hours and cost need --epochs N or --curve")
     else:
         epochs, families, probe_note, conv_meta = _probe_epochs(args, w, kwargs)
         info.append(probe_note)
@@ -257,6 +271,28 @@ def _curve(text: str | None) -> list[float] | None:
         raise TraintimeError(f"--curve {text!r} is not a comma-separated list of numbers") from None
 
 
+def _stopping(args: argparse.Namespace) -> dict[str, Any]:
+    """The run's own early-stopping options (None: the released default)."""
+    return {"patience": args.patience, "min_delta": args.min_delta, "max_epochs": args.max_epochs}
+
+
+def _curve_epochs(args: argparse.Namespace, w: Any, data_dir: Path) -> tuple[float, str]:
+    """Epochs from the partial curve alone (``--no-probe --curve``): the stopping epoch of the run's rule
+    replayed on the extrapolated curve, as the probe path does (:mod:`traintime.chronos.curves`)."""
+    from traintime.chronos.curves import predict_stop_epoch
+    from traintime.measure.models import resolve_model
+    from traintime.predict import stopping_settings
+
+    r = resolve_model(args.model) if w.model_source != "module:function" else None
+    chronos = r.spec.chronos_name if r is not None and r.spec is not None else None
+    st = stopping_settings(w.family, data_dir, chronos, _stopping(args))
+    curve = _curve(args.curve) or []
+    stop = predict_stop_epoch(curve, int(st["patience"]), float(st["min_delta"]), int(st["max_epochs"]))
+    return float(stop), (f"epochs: from the {len(curve)}-epoch validation curve given: {stop} (extrapolated, "
+                         f"patience {int(st['patience'])}, min_delta {float(st['min_delta']):g}, cap "
+                         f"{int(st['max_epochs'])}; no probe, no convergence model)")
+
+
 def _probe_epochs(args: argparse.Namespace, w: Any, kwargs: dict[str, Any]) -> tuple[float, list[str] | None, str]:
     """Epochs from the probe (batch, input size, precision of the run) and the named convergence model."""
     from traintime.predict import TrainingTimePredictor
@@ -272,7 +308,8 @@ def _probe_epochs(args: argparse.Namespace, w: Any, kwargs: dict[str, Any]) -> t
                               data_root=args.data_root, coverage=args.coverage, model_kwargs=kwargs,
                               img_px=w.input_px, num_classes=w.num_classes, num_samples=w.num_samples,
                               convergence_method=args.convergence_method,
-                              probe_batch_size=args.probe_batch_size, curve=_curve(args.curve))
+                              probe_batch_size=args.probe_batch_size, curve=_curve(args.curve),
+                              stopping=_stopping(args))
     t0 = time.perf_counter()
     epochs = p.predict_number_of_epochs()
     wall = time.perf_counter() - t0
