@@ -124,3 +124,16 @@ def test_seed_noise_floor_and_versus_baseline() -> None:
     vs = versus_baseline(summ).set_index("method")
     assert vs.loc["m", "better_than_baseline_by"] == pytest.approx(3.0)
     assert bool(vs.loc["m", "clears_margin"]) and not bool(vs.loc["m", "meets_target"])
+
+
+def test_curve_interval_coverage_leaves_each_configuration_out() -> None:
+    """Three configurations predicted exactly, one off by 2x (2 runs each): held out, an exact one is covered by
+    the interval of the others (their 90 % quantile is log 2); the odd one is not (the others' is 0)."""
+    from traintime.chronos.convergence_noise import curve_interval_coverage
+
+    err = pd.DataFrame({"family": "exp", "k": 3, "run_id": [c for c in "abcd" for _ in range(2)], "seed": [0, 1] * 4,
+                        "epochs_measured": [10, 10, 10, 10, 10, 10, 20, 20], "epochs_predicted": 10,
+                        "stopped_within_k": False})
+    cov = curve_interval_coverage(pd.concat([err, err.assign(k=5, stopped_within_k=[True] + [False] * 7)])).set_index("k")
+    assert cov.loc[3, "interval_runs"] == 8 and cov.loc[3, "interval_coverage_pct"] == 75.0
+    assert cov.loc[5, "interval_runs"] == 7  # a run that stopped within k is not scored

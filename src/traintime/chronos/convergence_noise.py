@@ -97,6 +97,10 @@ def interval_coverage(preds: pd.DataFrame, seed_log_sd: float, coverage: float =
     return pd.DataFrame(rows)
 
 
+#: Family label of the extrapolation ``traintime predict --curve`` makes (``exp`` with the generic prior) in
+#: the curve tables
+PREDICT_CURVE_FAMILY = "exp_generic_prior"
+
 #: Columns of :func:`curve_extrapolation_errors` (also of its empty result: no converged run).
 CURVE_ERROR_COLUMNS = ["family", "k", "run_id", "seed", "epochs_measured", "epochs_predicted", "ape_pct",
                        "stopped_within_k"]
@@ -162,6 +166,33 @@ def curve_summary(errors: pd.DataFrame) -> pd.DataFrame:
         ape.append(100 * abs(p - r.epochs_measured) / r.epochs_measured)
     out["no_curve_median_mape_pct"] = float(np.nanmean(ape)) if np.isfinite(ape).any() else float("nan")
     return out
+
+
+def curve_interval_coverage(errors: pd.DataFrame, coverage: float = 0.9) -> pd.DataFrame:
+    """Per family and k: how often the ``coverage`` interval of the curve estimate held a run of a configuration
+    it never saw. For each configuration, grouped split conformal (by configuration, no finite-sample
+    correction, as ``traintime predict --curve``) on the other configurations' live errors (runs still
+    training after k epochs), checked on its own live runs. Columns: family, k, interval_runs,
+    interval_coverage_pct, interval_factor (median ``exp`` of the half-width)."""
+    from traintime.chronos.conformal import SplitConformal
+
+    rows = []
+    live = errors[~errors["stopped_within_k"]] if not errors.empty else errors
+    for (fam, k), g in live.groupby(["family", "k"], sort=True):
+        hits, widths = [], []
+        for rid in sorted(set(g["run_id"])):
+            cal, te = g[g["run_id"] != rid], g[g["run_id"] == rid]
+            if cal["run_id"].nunique() < 2:
+                continue
+            q = SplitConformal(coverage, finite_sample=False).fit(cal["epochs_measured"], cal["epochs_predicted"],
+                                                                 cal["run_id"]).log_halfwidth
+            r = np.abs(np.log(te["epochs_measured"].to_numpy(float) / te["epochs_predicted"].to_numpy(float)))
+            hits.extend(bool(v) for v in r <= q + 1e-12)
+            widths.extend([float(np.exp(q))] * len(te))
+        rows.append({"family": fam, "k": int(k), "interval_runs": len(hits),
+                     "interval_coverage_pct": 100 * float(np.mean(hits)) if hits else float("nan"),
+                     "interval_factor": float(np.median(widths)) if widths else float("nan")})
+    return pd.DataFrame(rows, columns=["family", "k", "interval_runs", "interval_coverage_pct", "interval_factor"])
 
 
 def seed_noise_floor(runs: pd.DataFrame) -> float:

@@ -7,7 +7,9 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from traintime.chronos.convergence_noise import (
+    PREDICT_CURVE_FAMILY,
     curve_extrapolation_errors,
+    curve_interval_coverage,
     curve_summary,
     interval_coverage,
     pooled_log_sd,
@@ -47,8 +49,12 @@ def write_seed_tables(row_paths: Sequence[str], curve_paths: Sequence[str], pred
                f"of the other seeds of its configuration gives MAPE {floor:.1f} %.\n", out["spread_md"])
 
     if not runs.empty:
-        errors = curve_extrapolation_errors(curves, runs, ks)
-        summary = curve_summary(errors)
+        # the prior-fitted families, and the extrapolation traintime predict --curve makes (exp, generic prior)
+        plain = curve_extrapolation_errors(curves, runs, ks, families=("exp",), with_prior=False)
+        errors = pd.concat([curve_extrapolation_errors(curves, runs, ks), plain.assign(family=PREDICT_CURVE_FAMILY)],
+                           ignore_index=True)
+        summary = curve_summary(errors).merge(curve_interval_coverage(errors, coverage), on=["family", "k"],
+                                              how="left")
     else:
         errors, summary = pd.DataFrame(), pd.DataFrame()
     write_csv(summary, out["curve_csv"])
@@ -58,7 +64,12 @@ def write_seed_tables(row_paths: Sequence[str], curve_paths: Sequence[str], pred
                "k validation losses of each run with a prior from the complete curves of the other configurations "
                "(leave one configuration out), extrapolated, and the run's early-stopping rule is replayed on it. "
                "MAPE over converged runs still training after k epochs; `no_curve_median_mape_pct`: predicting "
-               "the median T_conv of the other configurations.\n\n"
+               f"the median T_conv of the other configurations. `{PREDICT_CURVE_FAMILY}`: the `exp` fit with its "
+               "generic prior instead, the extrapolation `traintime predict --curve` makes. `interval_coverage_pct`: "
+               f"how often the {100 * coverage:.0f} % interval `predict` would print (split conformal on the other "
+               "configurations' errors, grouped by configuration) held a run of a configuration left out "
+               "(`interval_runs` runs; `interval_factor`: median upper bound / estimate). With a handful of "
+               "configurations these are coarse.\n\n"
                + (to_markdown(summary) if not summary.empty else "(no runs)\n"), out["curve_md"])
 
     preds = pd.concat([read_csv(p) for p in prediction_paths], ignore_index=True)
