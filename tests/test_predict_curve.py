@@ -83,3 +83,17 @@ def test_curve_interval_comes_from_the_curve_extrapolation_errors(tmp_path) -> N
     # stopped within k (off by a factor p) would have made it log p
     assert q == pytest.approx(math.log(2)) and "5 local seed-study runs (3 configurations" in note
     assert curve_conformal(tmp_path, k, 2.0, 0.9)[0] == 0.0  # the rule fired within the curve given
+
+
+def test_run_stopping_rule_reaches_the_convergence_row_and_the_curve(saved) -> None:  # noqa: F811
+    """The run's own early-stopping options override the released default in the convergence row (a feature of
+    some convergence models) and in the curve replay; options left None keep the default."""
+    from traintime.predict import FAMILY_STOPPING, stopping_settings
+
+    data = saved[1]
+    assert stopping_settings("MLP", data) == FAMILY_STOPPING["MLP"]  # no convergence.csv: the family default
+    assert stopping_settings("MLP", data, overrides={"patience": 2, "max_epochs": None})["max_epochs"] == 250
+    p = _predictor(saved, curve=CURVE, stopping={"patience": 2, "max_epochs": 30})
+    row = p.convergence_row().iloc[0]
+    assert (row["patience"], row["min_delta"], row["max_epochs"]) == (2, FAMILY_STOPPING["MLP"]["min_delta"], 30)
+    assert p.predict_number_of_epochs() == predict_stop_epoch(CURVE, 2, 1e-4, 30)
