@@ -184,3 +184,26 @@ def test_stored_out_of_fold_epochs_are_read_not_refitted_and_checked():
     with pytest.raises(SchemaError, match="has no stored spy lomo prediction in seed 0"):
         end_to_end_pairs(it, conv, preds, specs, seeds=[0], protocol="lomo", convergence_method="spy",
                          convergence_factory=factory, epochs_predictions=stored.iloc[1:])
+
+
+def test_hours_interval_reaches_nominal_coverage_with_independent_step_and_epoch_errors() -> None:
+    """Step errors per pair and epoch errors per configuration drawn independently (log-normal): the hours
+    interval built as predict builds it (two conformal half-widths in quadrature, calibrated on the other
+    models) holds ~90 % of held-out pairs; a family with two models cannot be scored."""
+    from traintime.chronos.end_to_end_oos import hours_interval_hits
+
+    rng = np.random.default_rng(1)
+    rows = []
+    for m, c in itertools.product(range(12), range(25)):
+        e_meas = 20.0 * np.exp(rng.normal(0, 0.3))
+        for g in GPUS:
+            s_meas = 10.0 * np.exp(rng.normal(0, 0.2))
+            rows.append({"family": "CNN", "model": f"m{m}", "dataset": "d", "optimizer": "SGD", "batch_size": 64,
+                         "learning_rate": 1e-3 * (1 + c), "precision_bits": 32, "gpu": g, "step_ms_predicted": 10.0,
+                         "step_ms_measured": s_meas, "epochs_predicted": 20.0, "epochs_measured": e_meas,
+                         "hours_predicted": 200.0, "hours_measured": s_meas * e_meas})
+    pairs = pd.DataFrame(rows)
+    hits = hours_interval_hits(pairs, "model", 0.9)
+    assert len(hits) == len(pairs) and abs(100 * hits.mean() - 90.0) < 3.0
+    two = pairs[pairs["model"].isin(["m0", "m1"])]
+    assert hours_interval_hits(two, "model", 0.9).size == 0

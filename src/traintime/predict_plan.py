@@ -23,7 +23,8 @@ residual or infinite; ``results/tables/predict_interval_coverage.*`` reports the
   (``convergence.csv``). The residuals of single-seed labels already hold one draw of it, so it is not
   added again: the epochs half-width is the larger of the two
   (:func:`~traintime.chronos.interval_math.seed_floored_halfwidth`);
-* hours and cost: the step and epochs log half-widths in quadrature.
+* hours and cost: the step and epochs log half-widths in quadrature (its coverage on configurations never
+  seen: ``hours_interval_coverage_pct`` of ``results/tables/end_to_end_out_of_sample.*``).
 Missing files leave the corresponding interval empty (NaN / null) and say so in ``notes``.
 """
 

@@ -21,7 +21,9 @@ A configuration is (family, model, dataset, optimizer, batch size, learning rate
 configuration on one GPU. Per seed: MAPE of step time, epochs (one value per configuration), hours and cost
 over pairs; the GPU cost ranking per configuration (GPUs with a price): Spearman rank correlation of predicted
 and measured cost, top-1 hit (the predicted cheapest GPU is the measured cheapest) and its regret (measured cost
-of the predicted cheapest / measured cheapest - 1). Then mean, sd and 95 % t interval over seeds.
+of the predicted cheapest / measured cheapest - 1); and how often the 90 % hours interval built as ``traintime
+predict`` builds it (step and epochs split-conformal half-widths in quadrature, calibrated on the other held-out
+groups) held the measured hours (:func:`hours_interval_hits`). Then mean, sd and 95 % t interval over seeds.
 """
 
 from __future__ import annotations
@@ -41,7 +43,8 @@ HOLDOUT_COLUMN: dict[str, str] = {"lomo": "model", "lodo": "dataset"}
 #: columns naming a configuration (with ``precision_bits``; the convergence side may leave it empty)
 RUN_KEYS: tuple[str, ...] = ("family", "model", "dataset", "optimizer", "batch_size", "learning_rate")
 METRICS: tuple[str, ...] = ("step_mape_pct", "epochs_mape_pct", "hours_mape_pct", "hours_median_ape_pct",
-                            "cost_mape_pct", "cost_rank_spearman", "cost_top1_hit_pct", "cost_top1_regret_pct")
+                            "cost_mape_pct", "cost_rank_spearman", "cost_top1_hit_pct", "cost_top1_regret_pct",
+                            "hours_interval_coverage_pct")
 SUMMARY_COLUMNS = ["protocol", "step_entry", "convergence_method", "family", "metric", "mean", "sd", "ci95_low",
                    "ci95_high", "n_seeds", "n_configurations", "n_pairs"]
 PAIR_COLUMNS = ["seed", "family", "model", "dataset", "optimizer", "batch_size", "learning_rate", "precision_bits",
@@ -201,7 +204,35 @@ def end_to_end_pairs(iteration: pd.DataFrame, convergence: pd.DataFrame, predict
     return out[PAIR_COLUMNS]
 
 
-def _seed_metrics(p: pd.DataFrame) -> dict[str, float]:
+def hours_interval_hits(p: pd.DataFrame, group: str, coverage: float = 0.9) -> np.ndarray:
+    """Whether each pair's measured hours lie in the ``coverage`` interval ``traintime predict`` would print:
+    per family, for each held-out ``group`` (the protocol's held-out column), split conformal (grouped by
+    ``group``, no finite-sample correction) on the *other* groups' step residuals (one per pair) and epochs
+    residuals (one per configuration), the two log half-widths in quadrature
+    (:func:`~traintime.chronos.interval_math.combine_log_halfwidths`). Pairs of a family with fewer than three
+    groups (two to calibrate on) are not scored."""
+    from traintime.chronos.conformal import SplitConformal
+    from traintime.chronos.interval_math import combine_log_halfwidths
+
+    hits: list[bool] = []
+    runs_all = p.assign(_c=_config_id(p)).drop_duplicates("_c")
+    for fam, g in p.groupby("family", sort=True):
+        runs = runs_all[runs_all["family"] == fam]
+        for held in sorted(g[group].astype(str).unique()):
+            cal, te = g[g[group].astype(str) != held], g[g[group].astype(str) == held]
+            rcal = runs[runs[group].astype(str) != held]
+            if cal[group].nunique() < 2:
+                continue
+            qs = SplitConformal(coverage, finite_sample=False).fit(cal["step_ms_measured"], cal["step_ms_predicted"],
+                                                                  cal[group].astype(str)).log_halfwidth
+            qe = SplitConformal(coverage, finite_sample=False).fit(rcal["epochs_measured"], rcal["epochs_predicted"],
+                                                                  rcal[group].astype(str)).log_halfwidth
+            r = np.abs(np.log(te["hours_measured"].to_numpy(float) / te["hours_predicted"].to_numpy(float)))
+            hits.extend(bool(v) for v in r <= combine_log_halfwidths(qs, qe) + 1e-12)
+    return np.asarray(hits, dtype=bool)
+
+
+def _seed_metrics(p: pd.DataFrame, group: str, coverage: float) -> dict[str, float]:
     cfg = _config_id(p)
     runs = p.assign(_c=cfg).drop_duplicates("_c")
     ape_h = np.abs(p["hours_predicted"] - p["hours_measured"]) / p["hours_measured"] * 100
@@ -223,17 +254,20 @@ def _seed_metrics(p: pd.DataFrame) -> dict[str, float]:
             "cost_rank_spearman": float(np.nanmean(rho)) if rho else np.nan,
             "cost_top1_hit_pct": float(np.mean(hit)) if hit else np.nan,
             "cost_top1_regret_pct": float(np.mean(regret)) if regret else np.nan,
+            "hours_interval_coverage_pct": 100.0 * float(hits.mean()) if (hits := hours_interval_hits(
+                p, group, coverage)).size else np.nan,
             "_n_configurations": float(runs.shape[0]), "_n_pairs": float(len(p))}
 
 
 def end_to_end_summary(pairs: pd.DataFrame, protocol: str, entry: tuple[str, str],
-                       convergence_method: str) -> pd.DataFrame:
+                       convergence_method: str, coverage: float = 0.9) -> pd.DataFrame:
     """Per family and ``ALL``, every metric of :data:`METRICS`: mean, sd and 95 % t interval over seeds
-    (:data:`SUMMARY_COLUMNS`)."""
+    (:data:`SUMMARY_COLUMNS`). ``hours_interval_coverage_pct``: :func:`hours_interval_hits` at ``coverage``
+    (``ALL`` pools the families' pairs, each against its own family's interval)."""
     rows = []
     for fam in [*sorted(pairs["family"].unique()), "ALL"]:
         sub = pairs if fam == "ALL" else pairs[pairs["family"] == fam]
-        per_seed = [_seed_metrics(g) for _, g in sub.groupby("seed", sort=True)]
+        per_seed = [_seed_metrics(g, HOLDOUT_COLUMN[protocol], coverage) for _, g in sub.groupby("seed", sort=True)]
         for metric in METRICS:
             m, sd, lo, hi = mean_sd_ci95([s[metric] for s in per_seed])
             rows.append({"protocol": protocol, "step_entry": f"{entry[0]}+{entry[1]}",
