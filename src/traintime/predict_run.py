@@ -206,18 +206,17 @@ def run_predict(args: argparse.Namespace, out: Any = None, err: Any = None) -> i
         epochs = float(args.epochs)
         ctx.epochs_q = ctx.seed_q = 0.0  # a given count carries no model error
         info.append(f"epochs: {epochs:g} as given (--epochs)")
-    elif args.no_probe and args.curve:
-        epochs, note = _curve_epochs(args, w, data_dir)
-        info.append(note)
-        q, note = curve_conformal(data_dir, len(_curve(args.curve) or []), epochs, args.coverage)
-        ctx.epochs_q, ctx.notes = q, [*ctx.notes, note]
-    elif args.no_probe:
+    elif args.no_probe and not args.curve:
         info.append("epochs: not predicted (--no-probe); hours and cost need --epochs N or --curve")
     else:
-        epochs, families, probe_note, conv_meta = _probe_epochs(args, w, kwargs)
-        info.append(probe_note)
-        trained.add("epochs (convergence) model", conv_meta)
-        info.append(trained.lines[-1])
+        if args.no_probe:  # --curve alone: no probe, no convergence model
+            epochs, note = _curve_epochs(args, w, data_dir)
+            info.append(note)
+        else:
+            epochs, families, probe_note, conv_meta = _probe_epochs(args, w, kwargs)
+            info.append(probe_note)
+            trained.add("epochs (convergence) model", conv_meta)
+            info.append(trained.lines[-1])
         if args.curve:  # the estimate comes from the run's own curve: its interval from the curve's errors
             q, note = curve_conformal(data_dir, len(_curve(args.curve) or []), epochs, args.coverage)
             s = float("nan")

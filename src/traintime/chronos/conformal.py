@@ -11,7 +11,8 @@ GPU with many rows does not dominate the quantile; the weighted quantile uses th
 conformal quantile ``ceil((n + 1)(1 - alpha))``-th smallest residual.
 
 :func:`combine_log_halfwidths` adds independent log-scale half-widths in quadrature (the interval of
-hours = step x epochs; the seed spread only floors the epochs half-width, :func:`~traintime.chronos.interval_math.seed_floored_halfwidth`).
+hours = step x epochs; the seed spread only floors the epochs half-width,
+:func:`~traintime.chronos.interval_math.seed_floored_halfwidth`).
 """
 
 from __future__ import annotations
@@ -90,15 +91,16 @@ from traintime.chronos.interval_math import combine_log_halfwidths  # noqa: E402
 
 
 def grouped_coverage(y_true: Any, y_pred: Any, groups: Any, coverage: float = 0.9,
-                     finite_sample: bool = True) -> dict[str, float]:
+                     finite_sample: bool = True, min_groups: int = 1) -> dict[str, float]:
     """Leave-one-group-out check of the conformal interval itself: for each group, calibrate on the other
-    groups' residuals and count how many of this group's measurements its interval holds."""
+    groups' residuals and count how many of this group's measurements its interval holds. A group whose
+    calibration set has fewer than 2 rows or fewer than ``min_groups`` groups is not scored."""
     yt, yp, g = np.asarray(y_true, float), np.asarray(y_pred, float), np.asarray(groups)
     hits, n = 0, 0
     widths = []
     for label in np.unique(g):
         test = g == label
-        if (~test).sum() < 2:
+        if (~test).sum() < 2 or len(np.unique(g[~test])) < min_groups:
             continue
         cp = SplitConformal(coverage, finite_sample).fit(yt[~test], yp[~test], g[~test])
         lo, hi = cp.interval(yp[test])

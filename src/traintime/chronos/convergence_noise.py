@@ -15,8 +15,9 @@ coverage on grouped folds, and the curve-extrapolation evaluation (issue 14).
                     quantile of ``(1 + c) / 2``.
 
   The released labels come from one seed each, so the residuals already hold one draw of seed noise;
-  widening them in quadrature by the seed spread would count it twice and over-cover. ``seed_floored`` takes the model part out and puts the seed part back, which
-  leaves the residual interval unless it is narrower than the seed spread alone.
+  widening them in quadrature by the seed spread would count it twice and over-cover. ``seed_floored``
+  takes the model part out and puts the seed part back, which leaves the residual interval unless it is
+  narrower than the seed spread alone.
 * :func:`curve_extrapolation_errors`: leave-one-configuration-out MAPE of the stopping epoch
   predicted from the first k epochs (:mod:`traintime.chronos.curves`).
 """
@@ -170,28 +171,20 @@ def curve_summary(errors: pd.DataFrame) -> pd.DataFrame:
 
 def curve_interval_coverage(errors: pd.DataFrame, coverage: float = 0.9) -> pd.DataFrame:
     """Per family and k: how often the ``coverage`` interval of the curve estimate held a run of a configuration
-    it never saw. For each configuration, grouped split conformal (by configuration, no finite-sample
-    correction, as ``traintime predict --curve``) on the other configurations' live errors (runs still
-    training after k epochs), checked on its own live runs. Columns: family, k, interval_runs,
-    interval_coverage_pct, interval_factor (median ``exp`` of the half-width)."""
-    from traintime.chronos.conformal import SplitConformal
+    it never saw: :func:`~traintime.chronos.conformal.grouped_coverage` by configuration (no finite-sample
+    correction, as ``traintime predict --curve``; at least two other configurations to calibrate on) on the
+    live errors (runs still training after k epochs). Columns: family, k, interval_runs, interval_coverage_pct,
+    interval_factor (median over held-out configurations of ``exp`` of the half-width)."""
+    from traintime.chronos.conformal import grouped_coverage
 
     rows = []
     live = errors[~errors["stopped_within_k"]] if not errors.empty else errors
     for (fam, k), g in live.groupby(["family", "k"], sort=True):
-        hits, widths = [], []
-        for rid in sorted(set(g["run_id"])):
-            cal, te = g[g["run_id"] != rid], g[g["run_id"] == rid]
-            if cal["run_id"].nunique() < 2:
-                continue
-            q = SplitConformal(coverage, finite_sample=False).fit(cal["epochs_measured"], cal["epochs_predicted"],
-                                                                 cal["run_id"]).log_halfwidth
-            r = np.abs(np.log(te["epochs_measured"].to_numpy(float) / te["epochs_predicted"].to_numpy(float)))
-            hits.extend(bool(v) for v in r <= q + 1e-12)
-            widths.extend([float(np.exp(q))] * len(te))
-        rows.append({"family": fam, "k": int(k), "interval_runs": len(hits),
-                     "interval_coverage_pct": 100 * float(np.mean(hits)) if hits else float("nan"),
-                     "interval_factor": float(np.median(widths)) if widths else float("nan")})
+        cov = grouped_coverage(g["epochs_measured"], g["epochs_predicted"], g["run_id"].astype(str), coverage,
+                               finite_sample=False, min_groups=2)
+        rows.append({"family": fam, "k": int(k), "interval_runs": cov["n"],
+                     "interval_coverage_pct": 100 * cov["measured"], "interval_factor":
+                     float(np.exp(cov["median_log_halfwidth"]))})
     return pd.DataFrame(rows, columns=["family", "k", "interval_runs", "interval_coverage_pct", "interval_factor"])
 
 
