@@ -140,21 +140,34 @@ class PartialPooling(BaseEstimator, RegressorMixin):
         self.random_state = random_state
 
     _KEYS = ("model", "dataset", "optimizer")
+    #: levels from the coarsest; a level's prior is built from the levels before it (:meth:`_prior`)
+    _LEVELS = (("model",), ("dataset",), ("model", "dataset"), ("model", "dataset", "optimizer"))
+
+    @classmethod
+    def _group_stats(cls, frame: pd.DataFrame, z: np.ndarray
+                     ) -> tuple[float, dict[tuple[str, ...], list[tuple[tuple[str, ...], int, float]]]]:
+        """(median of ``z``, per level the (key, runs, median) of each group): what the estimates need of the rows,
+        whatever the strength (the inner CV shrinks the same groups with every strength of the grid)."""
+        df = frame.assign(_z=z)
+        stats = {}
+        for level in cls._LEVELS:
+            stats[level] = [(key if isinstance(key, tuple) else (key,), len(g), float(np.median(g)))
+                            for key, g in df.groupby(list(level), sort=True)["_z"]]
+        return float(np.median(z)), stats
 
     def _estimates(self, frame: pd.DataFrame, z: np.ndarray, k: float) -> None:
+        self._shrink(*self._group_stats(frame, z), k)
+
+    def _shrink(self, root: float, stats: dict[tuple[str, ...], list[tuple[tuple[str, ...], int, float]]],
+                k: float) -> None:
         self.strength_ = k = float(k)
         if k < 0:
             raise SchemaError("partial_pooling: strength must be >= 0")
-        self.root_ = float(np.median(z))
+        self.root_ = root
         self.levels_: dict[str, dict[tuple[str, ...], tuple[int, float]]] = {}
-        df = frame.assign(_z=z)
-        for level in (("model",), ("dataset",), ("model", "dataset"), ("model", "dataset", "optimizer")):
-            stats = {}
-            for key, g in df.groupby(list(level), sort=True)["_z"]:
-                key = key if isinstance(key, tuple) else (key,)
-                n = len(g)
-                stats[key] = (n, (n * float(np.median(g)) + k * self._prior(level, key)) / (n + k))
-            self.levels_["+".join(level)] = stats
+        for level in self._LEVELS:
+            self.levels_["+".join(level)] = {key: (n, (n * med + k * self._prior(level, key)) / (n + k))
+                                             for key, n, med in stats[level]}
 
     def _est(self, level: tuple[str, ...], key: tuple[str, ...]) -> float:
         hit = self.levels_["+".join(level)].get(key)
@@ -187,18 +200,25 @@ class PartialPooling(BaseEstimator, RegressorMixin):
         err = np.zeros(len(STRENGTH_GRID))
         for tr, te in KFold(5, shuffle=True, random_state=self.random_state).split(z):
             inner = PartialPooling(0.0)
+            root, stats = self._group_stats(frame.iloc[tr], z[tr])
+            keys = self._row_keys(frame.iloc[te])
             for i, k in enumerate(STRENGTH_GRID):
-                inner._estimates(frame.iloc[tr], z[tr], k)
-                p = inner.predict_log10(frame.iloc[te])
+                inner._shrink(root, stats, k)
+                p = inner._predict_keys(keys)
                 err[i] += np.sum(np.abs(np.power(10.0, p - z[te]) - 1.0))
         best = np.flatnonzero(err <= err.min() * (1 + 1e-12))
         return float(STRENGTH_GRID[best[-1]])
 
+    def _row_keys(self, rows: pd.DataFrame) -> list[tuple[str, ...]]:
+        _need(rows, self._KEYS, "partial_pooling")
+        return [tuple(k) for k in rows[list(self._KEYS)].astype(str).itertuples(index=False, name=None)]
+
+    def _predict_keys(self, keys: list[tuple[str, ...]]) -> np.ndarray:
+        return np.array([self._est(self._KEYS, k) for k in keys], dtype=float)
+
     def predict_log10(self, rows: pd.DataFrame) -> np.ndarray:
         """Shrunk log10 epochs of each row's (model, dataset, optimizer) group, shape ``(n_rows,)``."""
-        _need(rows, self._KEYS, "partial_pooling")
-        keys = rows[list(self._KEYS)].astype(str).itertuples(index=False, name=None)
-        return np.array([self._est(self._KEYS, tuple(k)) for k in keys], dtype=float)
+        return self._predict_keys(self._row_keys(rows))
 
     def predict(self, rows: pd.DataFrame) -> np.ndarray:
         return np.power(10.0, self.predict_log10(rows))
