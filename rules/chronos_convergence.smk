@@ -41,6 +41,7 @@ rule convergence_evaluate:
         protocols=CONV["protocols"],
         seeds=config["seeds"],
         group_protocol_seeds=CONV["group_protocol_seeds"],
+        nested_candidates=CONV["nested_candidates"],
     wildcard_constraints:
         method="|".join(CONV["methods"]),
     priority: LONGEST_JOB_PATH

@@ -104,7 +104,7 @@ def test_an_unknown_step_model_is_named() -> None:
 
 def test_sd_over_seeds_gives_the_t_interval(tmp_path) -> None:
     (tmp_path / "t").mkdir()
-    pd.DataFrame([{"protocol": "cv", "method": "pooled_or_xgb", "n_seeds": 3, "avg_model_mape_pct": 19.0,
+    pd.DataFrame([{"protocol": "cv", "method": "nested", "n_seeds": 3, "avg_model_mape_pct": 19.0,
                    "sd_pct": 1.0}]).to_csv(tmp_path / "t" / "convergence_vs_pooling.csv", index=False)
     row = tg.targets_table(tmp_path / "t", "neighbour").set_index("goal").loc["epochs, 5-fold CV: MAPE %"]
     half = 4.302652729911275 / np.sqrt(3)  # t(0.975, 2) sd / sqrt(n)

@@ -15,7 +15,8 @@ def main(snakemake):
     rows = load_convergence(snakemake.input[0])
     t0 = time.perf_counter()
     preds = evaluate(rows, [snakemake.wildcards.method], snakemake.params.protocols, snakemake.params.seeds,
-                     group_protocol_seeds=snakemake.params.group_protocol_seeds, n_jobs=snakemake.threads)
+                     group_protocol_seeds=snakemake.params.group_protocol_seeds, n_jobs=snakemake.threads,
+                     nested_candidates=snakemake.params.nested_candidates)
     write_csv(PREDICTIONS.validate(preds, source=snakemake.output[0]), snakemake.output[0])
     log.info("%s: %d predictions in %.1f s", snakemake.wildcards.method, len(preds), time.perf_counter() - t0)
 

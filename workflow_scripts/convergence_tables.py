@@ -40,8 +40,12 @@ plus within-group slopes on log lr and log batch size), `xgb_monotone` (XGBoost 
 classes, parameters and depth, optimizer, lr relative to a per-optimizer default, batch size, steps per
 epoch, precision and early-stopping settings, monotone where the direction is known; no identifiers,
 no probe), `xgb_probe` (the same plus the probe columns: the probe ablation), `pooled_or_xgb`
-(`pooled_loglinear` for a (model, dataset) seen in training, `xgb_monotone` otherwise) and
-`ntk_guided_per_model` (the NTK-guided fit with one intercept per model).
+(`pooled_loglinear` for a (model, dataset) seen in training, `xgb_monotone` otherwise),
+`ntk_guided_per_model` (the NTK-guided fit with one intercept per model) and `nested` (one of
+chronos_convergence.nested_candidates, chosen inside each outer-training fold by inner folds of the protocol's kind:
+by model inside LOMO, by dataset inside LODO, K-fold over runs inside CV; traintime.chronos.convergence_nested).
+Every other row is one fixed estimator; the lowest of them on a protocol is a choice made on its test folds,
+`nested` is not.
 """
 
 

@@ -34,6 +34,9 @@ Estimators (:data:`ESTIMATORS`):
     of all training rows.
 ``partial_pooling``, ``pooled_loglinear``, ``xgb_monotone``, ``xgb_probe``, ``ntk_guided_per_model``, ``pooled_or_xgb``
     Issue 14's baseline and learned models: see :mod:`traintime.chronos.convergence_pooling`.
+``nested``
+    One of a declared candidate list, chosen by inner CV of the outer protocol's kind on the training rows
+    only: see :mod:`traintime.chronos.convergence_nested`.
 
 What the released feature set keeps (per family, after dropping constant numeric columns):
 dataset, model, optimizer, the family label (one constant one-hot column) and, for
@@ -67,6 +70,7 @@ from sklearn.linear_model import LinearRegression
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
+from traintime.chronos.convergence_nested import NestedConvergence
 from traintime.chronos.convergence_pooling import (
     FeatureXGB,
     NTKGuidedPerModel,
@@ -353,6 +357,8 @@ ESTIMATORS: dict[str, EstimatorSpec] = {s.name: s for s in (
                   lambda rs, nj: NTKGuidedPerModel(), False),
     EstimatorSpec("pooled_or_xgb", "pooled_loglinear for a seen (model, dataset), xgb_monotone otherwise",
                   lambda rs, nj: SeenOrFeatures(random_state=rs, n_jobs=nj), True),
+    EstimatorSpec("nested", "the candidate with the lowest inner-CV MAPE (inner folds of the outer protocol's kind)",
+                  lambda rs, nj: NestedConvergence(random_state=rs, n_jobs=nj), True),
 )}
 
 

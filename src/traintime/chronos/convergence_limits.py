@@ -122,7 +122,7 @@ TARGETS: dict[str, float] = {"cv": 18.0, "lomo": 25.0}
 #: Methods whose LOMO rows are shown: the released model, its no-probe ablation, the bar and the learned models
 #: (constants and lookup tables have no model-specific level to remove).
 LOMO_METHODS: tuple[str, ...] = ("chronos_rf", "chronos_xgb", "no_probe_rf", "partial_pooling", "pooled_loglinear",
-                                 "xgb_monotone", "xgb_probe", "pooled_or_xgb")
+                                 "xgb_monotone", "xgb_probe", "pooled_or_xgb", "nested")
 QUANTITIES: tuple[str, ...] = ("group_oracle_constant", "group_median_all_runs", "group_median_other_runs",
                                "lomo_as_measured", "lomo_model_offset_oracle")
 

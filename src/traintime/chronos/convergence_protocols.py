@@ -17,6 +17,7 @@ from traintime.chronos.convergence import (
     _require,
     make_estimator,
 )
+from traintime.chronos.convergence_nested import configure_nested
 from traintime.core.errors import SchemaError, unknown_name
 from traintime.core.metrics import ape
 from traintime.core.schema import Column, TableSchema
@@ -66,14 +67,16 @@ def protocol_splits(rows: pd.DataFrame, protocol: str, seed: int = 42, n_splits:
     return out
 
 
-def _fit_predict(name: str, rows: pd.DataFrame, y: np.ndarray, split: Split, seed: int) -> np.ndarray:
-    est = make_estimator(name, random_state=seed, n_jobs=1)
+def _fit_predict(name: str, rows: pd.DataFrame, y: np.ndarray, split: Split, seed: int, protocol: str,
+                 nested_candidates: Sequence[str] | None = None) -> np.ndarray:
+    est = configure_nested(make_estimator(name, random_state=seed, n_jobs=1), protocol, nested_candidates)
     est.fit(rows.iloc[split.train], y[split.train])
     return est.predict(rows.iloc[split.test])
 
 
 def evaluate(rows: pd.DataFrame, methods: Sequence[str], protocols: Sequence[str], seeds: Sequence[int],
-             group_protocol_seeds: str = "all", n_jobs: int = 1) -> pd.DataFrame:
+             group_protocol_seeds: str = "all", n_jobs: int = 1,
+             nested_candidates: Sequence[str] | None = None) -> pd.DataFrame:
     """Out-of-fold predictions of every method under every protocol and seed.
 
     ``group_protocol_seeds``: ``all`` runs LOMO/LODO for every seed (the partition is fixed, the
@@ -81,7 +84,9 @@ def evaluate(rows: pd.DataFrame, methods: Sequence[str], protocols: Sequence[str
     fit ignores the seed (:attr:`EstimatorSpec.seeded` false) runs LOMO/LODO for ``seeds[0]``
     only (one deterministic result). Returns one row per (protocol, method, seed, run):
     protocol, method, seed, family, model, dataset, optimizer, learning_rate, batch_size,
-    raw_row, held_out (fold label), epochs_measured, epochs_predicted, ape_pct.
+    raw_row, held_out (fold label), epochs_measured, epochs_predicted, ape_pct. ``nested_candidates``: the
+    candidates of method ``nested`` (:mod:`traintime.chronos.convergence_nested`; None: its default), whose inner
+    folds follow each protocol.
     """
     for m in methods:
         if m not in ESTIMATORS:
@@ -102,7 +107,7 @@ def evaluate(rows: pd.DataFrame, methods: Sequence[str], protocols: Sequence[str
                     continue  # fixed partition and a seed-free fit: one run is the result
                 jobs.extend((protocol, m, seed, s) for s in splits)
     results = Parallel(n_jobs=n_jobs, prefer="threads")(
-        delayed(_fit_predict)(m, rows, y, s, seed) for (protocol, m, seed, s) in jobs)
+        delayed(_fit_predict)(m, rows, y, s, seed, protocol, nested_candidates) for (protocol, m, seed, s) in jobs)
     pred: dict[tuple[str, str, int], np.ndarray] = {}
     held: dict[tuple[str, str, int], np.ndarray] = {}
     for (protocol, m, seed, s), p in zip(jobs, results):

@@ -168,7 +168,7 @@ METHOD_LABELS: dict[str, str] = {
     "constant_median": "Const. median", "group_median": "Group median", "partial_pooling": "Partial pooling",
     "pooled_loglinear": "Pooled + lr/batch slopes", "xgb_monotone": "XGB monotone (physical)",
     "pooled_or_xgb": "Pooled if seen, else XGB", "xgb_probe": "XGB monotone + probe",
-    "ntk_guided_per_model": "NTK-guided, per-model intercept",
+    "ntk_guided_per_model": "NTK-guided, per-model intercept", "nested": "Nested choice (inner CV)",
 }
 PROTOCOL_LABELS: dict[str, str] = {"cv": "5-fold CV", "lomo": "leave one model out", "lodo": "leave one dataset out"}
 _PAPER_COLUMNS = (("scaling_law", "paper: Scaling law"), ("ntk_guided", "paper: NTK-guided"),

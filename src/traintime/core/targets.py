@@ -5,9 +5,10 @@ Every row is read from a table of the same run (:data:`TARGETS`: source table, t
 model's row, the value column and the 95 % interval over seeds); nothing is typed here but the targets themselves,
 and where a source table carries its own target column, a row whose target differs from the one here is an error
 (:class:`~traintime.core.errors.SchemaError`), so the two cannot drift apart. The reported model of a
-row is fixed in advance: the model ``traintime predict`` uses, or a choice made in inner folds. One exception is
-labelled in its row: the epoch rows report ``pooled_or_xgb``, the lowest of ``convergence_vs_pooling`` on these
-folds (a best-of-table figure; ``predict``'s epoch model, the paper's forest, is beside it as the previous model).
+row is fixed in advance: the model ``traintime predict`` uses, or a choice made in inner folds (the epoch rows
+report ``nested``, the convergence estimator chosen inside each outer-training fold among
+``chronos_convergence.nested_candidates``; ``predict``'s epoch model, the paper's forest, is beside it as the previous
+model).
 
 Status (:func:`target_status`, the rule of every row): ``yes`` when the 95 % interval over seeds lies inside the
 target, ``no`` when it lies wholly outside, ``inconclusive`` when it straddles a bound; with one seed, or a
@@ -96,8 +97,8 @@ _COV = "convergence_interval_coverage"
 _EXT = "predict_external_eval"
 _STEP_MODEL = "`{step_model}`, the step model of `traintime predict`"
 _PREV_STEP = "xgboost on step_time_ms (one label)"
-_CONV = ("`pooled_or_xgb` (the lowest row of convergence_vs_pooling on CV and LOMO, so a best-of-table figure; "
-         "`predict` uses chronos_rf)")
+_CONV = ("`nested` (chosen in each outer-training fold by inner folds of the protocol's kind among "
+         "chronos_convergence.nested_candidates; `predict` uses chronos_rf)")
 
 
 def _two_label(protocol: str, upper: float) -> Target:
@@ -118,7 +119,7 @@ def _host(protocol: str, goal: str, upper: float, previous: str, label: str) -> 
 
 def _pooling(protocol: str, goal: str, value: str, lower: float | None, upper: float | None,
              target_column: str | None) -> Target:
-    return Target(14, goal, _POOL, f"protocol == '{protocol}' and method == 'pooled_or_xgb'", value, _CONV,
+    return Target(14, goal, _POOL, f"protocol == '{protocol}' and method == 'nested'", value, _CONV,
                   lower=lower, upper=upper, sd="sd_pct", n="n_seeds",
                   previous=f"protocol == '{protocol}' and method == 'chronos_rf'",
                   previous_label="CHRONOS random forest (paper)", target_column=target_column)
