@@ -161,8 +161,16 @@ def workload_features(rows: pd.DataFrame) -> pd.DataFrame:
 def network_key(rows: pd.DataFrame) -> np.ndarray:
     """``model|input px|precision`` per row: the network of a workload, whatever its batch (as the *largest batch*
     protocols of :mod:`traintime.predict_step_grouped` name it)."""
-    px = pd.to_numeric(rows["input_px"], errors="coerce").round().astype("Int64").astype(str).str.replace("<NA>", "")
-    return (rows["model"].astype(str) + "|" + px + "|" + rows["precision"].astype(str)).to_numpy(dtype=object)
+    # built once per distinct (model, size, precision), not per row: nested selection asks for the keys of many
+    # fold slices of thousands of rows
+    px = np.round(pd.to_numeric(rows["input_px"], errors="coerce").to_numpy(dtype=float))
+    parts = [pd.factorize(v, use_na_sentinel=False) for v in (rows["model"].astype(str), px,
+                                                              rows["precision"].astype(str))]
+    (cm, um), (cx, ux), (cp, up) = parts
+    distinct, inv = np.unique((cm.astype(np.int64) * len(ux) + cx) * len(up) + cp, return_inverse=True)
+    size = ["" if v != v else str(int(v)) for v in ux]  # a missing size stays empty
+    names = [f"{um[c // (len(ux) * len(up))]}|{size[(c // len(up)) % len(ux)]}|{up[c % len(up)]}" for c in distinct]
+    return np.array(names, dtype=object)[np.asarray(inv).reshape(-1)]
 
 
 def log_spec(rows: pd.DataFrame, column: str) -> np.ndarray:
