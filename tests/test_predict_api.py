@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from traintime.chronos.conformal import SplitConformal
 from traintime.chronos.convergence import ConvergencePredictor
 from traintime.chronos.estimators import IterationTimePredictor
 from traintime.core.errors import TraintimeError
@@ -53,7 +54,8 @@ def saved(tmp_path):
                   "y_true_ms": 10 * ratios, "y_pred_ms": 10.0}).to_csv(data / "iteration_predictions" / "lomo.csv",
                                                                           index=False)
     er = np.linspace(0.8, 1.25, 51)
-    pd.DataFrame({"protocol": "lomo", "method": "chronos_rf", "seed": 0, "family": "MLP", "model": "m",
+    pd.DataFrame({"protocol": "lomo", "method": "chronos_rf", "seed": 0, "family": "MLP",
+                  "model": np.where(np.arange(51) % 2, "m", "n"),
                   "epochs_measured": 20 * er, "epochs_predicted": 20.0}).to_csv(
         data / "convergence_predictions" / "chronos_rf.csv", index=False)
     return models, data
@@ -95,11 +97,22 @@ def test_intervals_from_out_of_fold_residuals(saved) -> None:
     est = _predictor(saved).estimate()
     # no iteration.csv in data_dir: the model counts as unseen -> lomo residuals for both
     assert est.step_protocol == "lomo" and est.epochs_protocol == "lomo"
-    lo, hi = np.quantile(np.log(np.linspace(0.5, 1.5, 101)), [0.1, 0.9])
-    assert est.step_ms_low == pytest.approx(est.step_ms * math.exp(lo))
-    assert est.step_ms_high == pytest.approx(est.step_ms * math.exp(hi))
-    assert est.epochs_low < est.epochs < est.epochs_high
-    assert est.hours_low < est.hours < est.hours_high
+    # split conformal as `traintime predict` (coverage 0.8, no finite-sample correction): the ceil(0.8 n)-th smallest
+    # |log ratio|, symmetric in log around the prediction
+    r = np.sort(np.abs(np.log(np.linspace(0.5, 1.5, 101))))
+    q = r[math.ceil(0.8 * 101) - 1]
+    assert est.step_ms_low == pytest.approx(est.step_ms * math.exp(-q))
+    assert est.step_ms_high == pytest.approx(est.step_ms * math.exp(q))
+    er = np.linspace(0.8, 1.25, 51)
+    qe = SplitConformal(0.8, finite_sample=False).fit(20 * er, np.full(51, 20.0),
+                                                      np.where(np.arange(51) % 2, "m", "n")).log_halfwidth
+    assert 0 < qe < np.log(1.25)
+    assert est.epochs_low == pytest.approx(est.epochs * math.exp(-qe))
+    assert est.epochs_high == pytest.approx(est.epochs * math.exp(qe))
+    hq = math.hypot(q, qe)  # step and epochs half-widths in quadrature, as `traintime predict`
+    assert est.hours_low == pytest.approx(est.hours * math.exp(-hq))
+    assert est.hours_high == pytest.approx(est.hours * math.exp(hq))
+    assert est.cost_usd_high == pytest.approx(est.hours_high * est.price_per_hour_usd)
     assert est.step_cv_mape_pct == pytest.approx(np.mean(np.abs(np.linspace(0.5, 1.5, 101) - 1) / np.linspace(0.5, 1.5, 101)) * 100)
 
 

@@ -24,11 +24,12 @@ What it uses (nothing is downloaded):
 * epochs x N / B x step time = hours; x the spec table's price per GPU-hour = cost.
 
 Uncertainty: the cross-validated MAPE of each model (from the workflow's out-of-fold predictions)
-and calibrated intervals: the empirical ``(1 - coverage) / 2`` and ``(1 + coverage) / 2``
-quantiles of log(measured / predicted) of the out-of-fold predictions of the same family, applied
-to the prediction. The protocol matches the situation: step time ``grouped_random`` (configuration
-seen), ``logo`` (GPU not in the timing data) or ``lomo`` (model not in it); epochs ``cv`` or
-``lomo``. The interval of the total combines both residual distributions (independent draws).
+and intervals built as ``traintime predict`` builds them (:mod:`traintime.predict_ranking`): split conformal
+on |log(measured / predicted)| of the out-of-fold predictions of the same family, grouped by held-out
+fold, symmetric in log around the prediction. The protocol matches the situation: step time
+``grouped_random`` (configuration seen), ``logo`` (GPU not in the timing data) or ``lomo`` (model not in
+it); epochs ``cv`` or ``lomo``, floored at the seed spread. The interval of the total: the two log
+half-widths in quadrature.
 """
 
 from __future__ import annotations

@@ -84,24 +84,39 @@ def step_conformal(step_model: Any, rows: pd.DataFrame, family: str, coverage: f
                               f"{family} rows ({cp.n_groups_} GPUs; against {rows.attrs.get('measured', 'measured')})")
 
 
-def epochs_conformal(data_dir: Path, method: str, family: str, coverage: float) -> tuple[float, float, str]:
-    """(epochs log half-width, seed-spread log half-width, note)."""
+def oof_epochs(data_dir: Path, method: str, family: str, protocol: str = "lomo") -> pd.DataFrame:
+    """The out-of-fold epochs of convergence ``method`` under ``protocol`` for ``family``
+    (``<data_dir>/convergence_predictions/<method>.csv``; rows with positive measured and predicted epochs; empty
+    when the file is absent)."""
+    path = data_dir / "convergence_predictions" / f"{method}.csv"
+    if not path.exists():
+        return pd.DataFrame(columns=["model", "epochs_measured", "epochs_predicted"])
+    from traintime.core.io import read_csv
+
+    p = read_csv(path)
+    p = p[(p["protocol"] == protocol) & (p["family"] == family)]
+    return p[(p["epochs_measured"] > 0) & (p["epochs_predicted"] > 0)]
+
+
+def epochs_conformal(data_dir: Path, method: str, family: str, coverage: float,
+                     protocol: str = "lomo") -> tuple[float, float, str]:
+    """(epochs log half-width, seed-spread log half-width, note): split conformal on :func:`oof_epochs`, grouped by
+    model under ``lomo`` (one residual per run under ``cv``)."""
     notes = []
     q = s = float("nan")
-    path = data_dir / "convergence_predictions" / f"{method}.csv"
-    if path.exists():
+    p = oof_epochs(data_dir, method, family, protocol)
+    grouped = protocol == "lomo"
+    if len(p) and (not grouped or p["model"].nunique() >= 2):
         from traintime.chronos.conformal import SplitConformal
-        from traintime.core.io import read_csv
 
-        p = read_csv(path)
-        p = p[(p["protocol"] == "lomo") & (p["family"] == family)]
-        if len(p) and p["model"].nunique() >= 2:
-            cp = SplitConformal(coverage, finite_sample=False).fit(p["epochs_measured"], p["epochs_predicted"],
-                                                                  p["model"])
-            q = cp.log_halfwidth
-            notes.append(f"epochs interval: split conformal on leave-one-model-out residuals ({cp.n_groups_} models)")
+        cp = SplitConformal(coverage, finite_sample=False).fit(p["epochs_measured"], p["epochs_predicted"],
+                                                              p["model"] if grouped else None)
+        q = cp.log_halfwidth
+        notes.append(f"epochs interval: split conformal on leave-one-model-out residuals ({cp.n_groups_} models)"
+                     if grouped else f"epochs interval: split conformal on {protocol} residuals ({cp.n_} runs)")
     if q != q:
-        notes.append(f"epochs interval: none (no lomo predictions of {method} for {family} in {path})")
+        notes.append(f"epochs interval: none (no {protocol} predictions of {method} for {family} in "
+                     f"{data_dir / 'convergence_predictions'})")
     conv = data_dir / "convergence.csv"
     if conv.exists():
         from traintime.core.io import read_csv

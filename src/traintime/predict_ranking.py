@@ -1,5 +1,12 @@
 """Uncertainty and ranking of :class:`traintime.predict.TrainingTimePredictor`: intervals from the
-workflow's out-of-fold residuals, the estimate on one GPU and the ranking of every GPU."""
+workflow's out-of-fold residuals, the estimate on one GPU and the ranking of every GPU.
+
+The intervals are built as ``traintime predict`` builds them (:mod:`traintime.predict_plan`): split conformal
+(:class:`~traintime.chronos.conformal.SplitConformal`, empirical quantile without the finite-sample correction) on
+the out-of-fold residuals that match the situation, symmetric in log; the epochs half-width floored at the seed
+spread; hours and cost from the step and epochs half-widths in quadrature. Only the residuals differ: these are the
+saved CHRONOS iteration model's (step time with loader wait), ``traintime predict``'s those of its compute-time
+step model."""
 
 from __future__ import annotations
 
@@ -9,8 +16,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pandas as pd
+
+from traintime.chronos.interval_math import combine_log_halfwidths
 
 log = logging.getLogger(__name__)
 
@@ -48,11 +56,6 @@ class Estimate:
         return d
 
 
-def _quantiles(log_ratios: np.ndarray, coverage: float) -> tuple[float, float]:
-    lo, hi = (1 - coverage) / 2, (1 + coverage) / 2
-    return float(np.quantile(log_ratios, lo)), float(np.quantile(log_ratios, hi))
-
-
 class RankingMixin:
     """Intervals, estimate and ranking; mixed into :class:`~traintime.predict.TrainingTimePredictor`
     (which provides the models, rows and predictions these methods use)."""
@@ -68,10 +71,14 @@ class RankingMixin:
         t = t[t["family"] == self.family]
         return set(t["model"].astype(str)), set(t["gpu"].astype(str))
 
-    def _step_residuals(self, protocol: str) -> tuple[np.ndarray, float]:
+    def _step_calibration(self, protocol: str) -> tuple[float, float]:
+        """(log half-width, MAPE) of the step interval: split conformal (the routine and settings of ``traintime
+        predict``, :mod:`traintime.chronos.conformal`) on the workflow's out-of-fold predictions of the saved
+        iteration model under ``protocol``, grouped by held-out fold; NaN without them."""
         path = self.data_dir / "iteration_predictions" / f"{protocol}.csv"
         if not path.exists():
-            return np.array([]), float("nan")
+            return float("nan"), float("nan")
+        from traintime.chronos.conformal import SplitConformal
         from traintime.core.io import read_csv
         from traintime.core.metrics import mape
 
@@ -81,40 +88,39 @@ class RankingMixin:
               & (p["family"] == self.family)]
         p = p[(p["y_true_ms"] > 0) & (p["y_pred_ms"] > 0)]
         if p.empty:
-            return np.array([]), float("nan")
-        return np.log(p["y_true_ms"].to_numpy() / p["y_pred_ms"].to_numpy()), mape(p["y_true_ms"], p["y_pred_ms"])
+            return float("nan"), float("nan")
+        q = SplitConformal(self.coverage, finite_sample=False).fit(p["y_true_ms"], p["y_pred_ms"],
+                                                                  p["fold"].astype(str)).log_halfwidth
+        return q, mape(p["y_true_ms"], p["y_pred_ms"])
 
-    def _epoch_residuals(self, protocol: str) -> tuple[np.ndarray, float]:
+    def _epochs_calibration(self, protocol: str) -> tuple[float, float]:
+        """(log half-width, MAPE) of the epochs interval of the convergence model, as ``traintime predict`` builds
+        it: split conformal on its out-of-fold residuals under ``protocol``, floored at the seed spread
+        (:func:`~traintime.predict_plan.epochs_conformal`,
+        :func:`~traintime.chronos.interval_math.seed_floored_halfwidth`)."""
         self._convergence_model()
+        from traintime.chronos.interval_math import seed_floored_halfwidth
+        from traintime.core.metrics import mape
+        from traintime.predict_plan import epochs_conformal, oof_epochs
+
         method = Path(str(self.convergence_model_path)).stem
-        path = self.data_dir / "convergence_predictions" / f"{method}.csv"
-        if not path.exists():
-            return np.array([]), float("nan")
-        from traintime.core.io import read_csv
+        q, s, _ = epochs_conformal(self.data_dir, method, self.family, self.coverage, protocol)
+        p = oof_epochs(self.data_dir, method, self.family, protocol)
+        return (seed_floored_halfwidth(q, s),
+                mape(p["epochs_measured"], p["epochs_predicted"]) if len(p) else float("nan"))
+
+    def _curve_calibration(self, k: int, epochs: float) -> tuple[float, float]:
+        """(log half-width, MAPE) of the k-epoch curve extrapolation
+        (:func:`~traintime.predict_plan.curve_conformal` on the local seed-study runs; zero when the stopping rule
+        fired within the curve)."""
         from traintime.core.metrics import mape
+        from traintime.predict_plan import curve_conformal, curve_errors
 
-        p = read_csv(path)
-        p = p[(p["protocol"] == protocol) & (p["family"] == self.family)]
-        p = p[(p["epochs_measured"] > 0) & (p["epochs_predicted"] > 0)]
-        if p.empty:
-            return np.array([]), float("nan")
-        return (np.log(p["epochs_measured"].to_numpy() / p["epochs_predicted"].to_numpy()),
-                mape(p["epochs_measured"], p["epochs_predicted"]))
-
-    def _curve_residuals(self, k: int, epochs: float) -> tuple[np.ndarray, float]:
-        """Log residuals and MAPE of the k-epoch curve extrapolation on the local seed-study runs
-        (:func:`traintime.predict_plan.curve_errors`); exact (one zero residual) when the stopping rule
-        fired within the curve."""
-        if epochs <= k:
-            return np.zeros(1), 0.0
-        from traintime.core.metrics import mape
-        from traintime.predict_plan import curve_errors
-
+        q, _ = curve_conformal(self.data_dir, k, epochs, self.coverage)
+        if math.isnan(q) or q == 0.0:
+            return q, 0.0 if q == 0.0 else float("nan")
         err = curve_errors(self.data_dir, k)
-        if err is None:
-            return np.array([]), float("nan")
-        m, p = err["epochs_measured"].to_numpy(float), err["epochs_predicted"].to_numpy(float)
-        return np.log(m / p), mape(m, p)
+        return q, mape(err["epochs_measured"], err["epochs_predicted"])
 
     def ranking(self, gpus: list[str] | None = None) -> pd.DataFrame:
         """One row per GPU (default: every GPU of the spec table): step, epoch, epochs, hours, cost,
@@ -125,22 +131,21 @@ class RankingMixin:
         epochs = self.predict_number_of_epochs()
         models_seen, gpus_seen = self._training_values()
         model_seen = self.chronos_model in models_seen
-        if self.curve is not None:  # the estimate comes from the run's own curve: so do its residuals
+        if self.curve is not None:  # the estimate comes from the run's own curve: so does its interval
             e_proto = f"curve k={len(self.curve)}"
-            e_res, e_mape = self._curve_residuals(len(self.curve), epochs)
+            e_q, e_mape = self._curve_calibration(len(self.curve), epochs)
         else:
             e_proto = "cv" if model_seen else "lomo"
-            e_res, e_mape = self._epoch_residuals(e_proto)
-        rng = np.random.default_rng(self.seed)
-        cache: dict[str, tuple[np.ndarray, float]] = {}
+            e_q, e_mape = self._epochs_calibration(e_proto)
+        cache: dict[str, tuple[float, float]] = {}
         prices = self.specs.set_index("gpu")["price_per_hour_usd"]
         rows = []
         n_steps = self.info.train_size / self.batch_size
         for g in gpus:
             s_proto = "lomo" if not model_seen else ("logo" if g not in gpus_seen else "grouped_random")
             if s_proto not in cache:
-                cache[s_proto] = self._step_residuals(s_proto)
-            s_res, s_mape = cache[s_proto]
+                cache[s_proto] = self._step_calibration(s_proto)
+            s_q, s_mape = cache[s_proto]
             step = float(steps[g])
             price = prices.get(g)
             price = float(price) if price is not None and not pd.isna(price) else float("nan")
@@ -149,17 +154,11 @@ class RankingMixin:
             e = Estimate(gpu=g, price_per_hour_usd=price, step_ms=step, epoch_s=epoch_s, epochs=epochs, hours=hours,
                          cost_usd=hours * price, coverage=self.coverage, step_protocol=s_proto,
                          step_cv_mape_pct=s_mape, epochs_protocol=e_proto, epochs_cv_mape_pct=e_mape)
-            if s_res.size:
-                lo, hi = _quantiles(s_res, self.coverage)
-                e.step_ms_low, e.step_ms_high = step * math.exp(lo), step * math.exp(hi)
-            if e_res.size:
-                lo, hi = _quantiles(e_res, self.coverage)
-                e.epochs_low, e.epochs_high = epochs * math.exp(lo), epochs * math.exp(hi)
-            if s_res.size and e_res.size:
-                draws = rng.choice(s_res, 20000) + rng.choice(e_res, 20000)
-                lo, hi = _quantiles(draws, self.coverage)
-                e.hours_low, e.hours_high = hours * math.exp(lo), hours * math.exp(hi)
-                e.cost_usd_low, e.cost_usd_high = e.hours_low * price, e.hours_high * price
+            e.step_ms_low, e.step_ms_high = step * math.exp(-s_q), step * math.exp(s_q)  # NaN stays NaN
+            e.epochs_low, e.epochs_high = epochs * math.exp(-e_q), epochs * math.exp(e_q)
+            h_q = math.nan if math.isnan(s_q) or math.isnan(e_q) else combine_log_halfwidths(s_q, e_q)
+            e.hours_low, e.hours_high = hours * math.exp(-h_q), hours * math.exp(h_q)
+            e.cost_usd_low, e.cost_usd_high = e.hours_low * price, e.hours_high * price
             row = e.as_dict()
             row["gpu_in_timing_data"] = g in gpus_seen
             rows.append(row)

@@ -47,6 +47,7 @@ The model (fitted by :class:`traintime.chronos.neighbour_step.NeighbourStepTime`
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -168,7 +169,7 @@ def network_key(rows: pd.DataFrame) -> np.ndarray:
                                                               rows["precision"].astype(str))]
     (cm, um), (cx, ux), (cp, up) = parts
     distinct, inv = np.unique((cm.astype(np.int64) * len(ux) + cx) * len(up) + cp, return_inverse=True)
-    size = ["" if v != v else str(int(v)) for v in ux]  # a missing size stays empty
+    size = ["" if math.isnan(v) else str(int(v)) for v in ux]  # a missing size stays empty
     names = [f"{um[c // (len(ux) * len(up))]}|{size[(c // len(up)) % len(ux)]}|{up[c % len(up)]}" for c in distinct]
     return np.array(names, dtype=object)[np.asarray(inv).reshape(-1)]
 
