@@ -2,17 +2,18 @@
 coverage on grouped folds, and the curve-extrapolation evaluation (issue 14).
 
 * :func:`seed_spread`: per configuration of the local seed study, the spread of T_conv over seeds.
-* :func:`interval_coverage`: for out-of-fold predictions of the released data, 90 % (``coverage``)
-  intervals built for each held-out fold from the residuals of the *other* folds only (a
-  cross-conformal construction, so no held-out run calibrates its own interval), in log10 epochs:
+* :func:`interval_coverage`: for out-of-fold predictions of the released data, the 90 % (``coverage``)
+  epoch interval ``traintime predict`` prints, built for each held-out fold from the residuals of the *other*
+  folds of the same family only (a cross-conformal construction, so no held-out run calibrates its own interval):
 
-  ``residual``      the empirical ``(1 - c) / 2`` and ``(1 + c) / 2`` quantiles of
-                    ``log10(measured / predicted)`` of the other folds;
-  ``seed_floored``  the rule ``traintime predict`` applies to its epoch interval
-                    (:func:`~traintime.chronos.interval_math.seed_floored_halfwidth`): each half-width
-                    ``h`` (from the median residual to a quantile) becomes ``max(h, z s)`` with ``s`` the
-                    pooled sd of log10 T_conv over seeds (:func:`pooled_log_sd`) and ``z`` the normal
-                    quantile of ``(1 + c) / 2``.
+  ``residual``      split conformal as :func:`traintime.predict_plan.epochs_conformal` builds it
+                    (:class:`~traintime.chronos.conformal.SplitConformal`, no finite-sample correction, grouped
+                    by held-out fold; one residual per run under CV): prediction x exp(+-q), q the coverage
+                    quantile of |ln(measured / predicted)|;
+  ``seed_floored``  the rule ``traintime predict`` applies to that half-width
+                    (:func:`~traintime.chronos.interval_math.seed_floored_halfwidth`): ``max(q, z s)`` with ``s``
+                    the pooled sd of ln T_conv over seeds (:func:`pooled_log_sd`, in log10, times ln 10) and ``z``
+                    the normal quantile of ``(1 + c) / 2``.
 
   The released labels come from one seed each, so the residuals already hold one draw of seed noise;
   widening them in quadrature by the seed spread would count it twice and over-cover. ``seed_floored``
@@ -72,23 +73,26 @@ def interval_coverage(preds: pd.DataFrame, seed_log_sd: float, coverage: float =
     """
     if not 0 < coverage < 1:
         raise SchemaError(f"coverage {coverage} must be between 0 and 1")
-    z = float(norm.ppf((1 + coverage) / 2))
-    lo_q, hi_q = (1 - coverage) / 2, (1 + coverage) / 2
+    from traintime.chronos.conformal import SplitConformal
+
+    zs = float(norm.ppf((1 + coverage) / 2)) * seed_log_sd * np.log(10.0)  # natural log, as predict
     rows = []
     for (protocol, method, seed), g in preds.groupby(["protocol", "method", "seed"], sort=False):
-        r = np.log10(g["epochs_measured"].to_numpy(float) / g["epochs_predicted"].to_numpy(float))
-        fold = (g["family"].astype(str) + "/" + g["held_out"].astype(str)).to_numpy()
+        m, p = g["epochs_measured"].to_numpy(float), g["epochs_predicted"].to_numpy(float)
+        r = np.abs(np.log(m / p))
+        fam, held = g["family"].astype(str).to_numpy(), g["held_out"].astype(str).to_numpy()
         res: dict[str, list[tuple[bool, float]]] = {"residual": [], "seed_floored": []}
-        zs = z * seed_log_sd
-        for f in np.unique(fold):
-            te, cal = fold == f, fold != f
-            lo, mid, hi = np.quantile(r[cal], [lo_q, 0.5, hi_q])
-            for kind, (a, b) in (("residual", (lo, hi)),
-                                 ("seed_floored", (mid - seed_floored_halfwidth(mid - lo, zs),
-                                                   mid + seed_floored_halfwidth(hi - mid, zs)))):
+        for f, h in sorted(set(zip(fam, held))):
+            te = (fam == f) & (held == h)
+            cal = (fam == f) & (held != h)
+            if not cal.any():
+                continue
+            q = SplitConformal(coverage, finite_sample=False).fit(
+                m[cal], p[cal], None if protocol == "cv" else held[cal]).log_halfwidth
+            for kind, hw in (("residual", q), ("seed_floored", seed_floored_halfwidth(q, zs))):
                 if kind == "seed_floored" and not np.isfinite(seed_log_sd):
                     continue
-                res[kind].extend((bool(a <= v <= b), float(10 ** (b - a))) for v in r[te])
+                res[kind].extend((bool(v <= hw + 1e-12), float(np.exp(2 * hw))) for v in r[te])
         for kind, hits in res.items():
             if hits:
                 rows.append(dict(protocol=protocol, method=method, seed=int(seed), interval=kind, n_runs=len(hits),

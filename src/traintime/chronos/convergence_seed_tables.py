@@ -90,10 +90,12 @@ def write_seed_tables(row_paths: Sequence[str], curve_paths: Sequence[str], pred
     write_csv(agg, out["coverage_csv"])
     write_text(f"# Coverage of {100 * coverage:.0f} % epoch intervals on the released data's folds\n\n"
                "Out-of-fold predictions of each method (released CHRONOS data, 324 runs, one seed each). For each "
-               "held-out fold the interval comes from the log residual quantiles of the other folds only "
-               "(`residual`: model error plus the one seed draw each released label holds), or each half-width "
-               "floored at the seed spread measured locally (`seed_floored`, the rule `predict` applies: "
-               f"max(h, z s), pooled sd s of log10 T_conv = {s_log:.4f}; local digits runs, not the released "
+               "held-out fold the interval is the one `traintime predict` prints, calibrated on the other folds of the "
+               "same family only: split conformal on |ln(measured / predicted)| (`residual`: model error plus the "
+               "one seed draw each released label holds; grouped by held-out fold, one residual per run under CV), "
+               "or that half-width floored at the seed spread measured locally (`seed_floored`, the rule `predict` "
+               f"applies: max(q, z s), pooled sd of log10 T_conv = {s_log:.4f}, times ln 10; local digits runs, "
+               "not the released "
                "regime; not added in quadrature, which would count seed noise twice). Target: 85-95 % of held-out "
                "runs covered. `median_width_ratio`: upper / lower bound.\n\n"
                + to_markdown(agg), out["coverage_md"])

@@ -128,10 +128,10 @@ def _pooling(protocol: str, goal: str, value: str, lower: float | None, upper: f
 def _coverage(protocol: str) -> Target:
     return Target(14, f"90 % epoch interval, {protocol.upper()}: coverage % of held-out runs", _COV,
                   f"protocol == '{protocol}' and method == 'chronos_rf' and interval == 'seed_floored'",
-                  "coverage_mean_pct", "`chronos_rf` residual intervals floored at the seed spread, `predict`'s rule",
+                  "coverage_mean_pct", "`chronos_rf`: `predict`'s split-conformal interval floored at the seed spread",
                   lower=85.0, upper=95.0, sd="coverage_sd_pct", n="n_seeds",
                   previous=f"protocol == '{protocol}' and method == 'chronos_rf' and interval == 'residual'",
-                  previous_label="residual quantiles alone")
+                  previous_label="split conformal alone (no seed floor)")
 
 
 def _external(precision: str, goal: str, value: str, lower: float | None, upper: float | None,
