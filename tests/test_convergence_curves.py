@@ -102,16 +102,16 @@ def test_curve_errors_fall_with_more_observed_epochs_and_seed_spread() -> None:
 
 def test_interval_coverage_uses_only_other_folds_of_the_family() -> None:
     # fold A residuals are all 0, fold B all ln 2: B's interval comes from A alone (half-width 0) and misses every
-    # B run; A's comes from B (half-width ln 2, symmetric as predict prints it) and holds every A run. Fold C of
-    # another family, with residuals ln 8, calibrates neither.
+    # B run; A's comes from B (half-width ln 2, symmetric as predict prints it) and holds every A run. Folds C and D
+    # of another family, with residuals ln 8, calibrate neither (each other only).
     n = 20
-    preds = pd.DataFrame(dict(protocol="lomo", method="m", seed=42, family=["CNN"] * 2 * n + ["MLP"] * 2,
-                              held_out=["A"] * n + ["B"] * n + ["C", "D"], epochs_predicted=10.0,
-                              epochs_measured=[10.0] * n + [20.0] * n + [80.0, 80.0]))
+    preds = pd.DataFrame(dict(protocol="lomo", method="m", seed=42, family=["CNN"] * 2 * n + ["MLP"] * 4,
+                              held_out=["A"] * n + ["B"] * n + ["C", "C", "D", "D"], epochs_predicted=10.0,
+                              epochs_measured=[10.0] * n + [20.0] * n + [80.0] * 4))
     cov = interval_coverage(preds, seed_log_sd=float("nan"), coverage=0.9)
     assert list(cov["interval"]) == ["residual"]
-    assert cov["coverage_pct"].iloc[0] == pytest.approx(100 * (n + 2) / (2 * n + 2))
-    assert cov["median_width_ratio"].iloc[0] == pytest.approx(4.0)  # 20 runs at 1 (B), 20 at 4 (A), 2 at 64 (C, D)
+    assert cov["coverage_pct"].iloc[0] == pytest.approx(100 * (n + 4) / (2 * n + 4))
+    assert cov["median_width_ratio"].iloc[0] == pytest.approx(4.0)  # 20 runs at 1 (B), 20 at 4 (A), 4 at 64 (C, D)
     wide = interval_coverage(preds, seed_log_sd=0.5, coverage=0.9).set_index("interval")
     assert wide.loc["seed_floored", "coverage_pct"] == 100.0  # z s ln 10 = 1.9 > ln 2: the floor binds
 

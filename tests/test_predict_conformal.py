@@ -59,6 +59,24 @@ def test_leave_one_group_out_coverage_near_nominal() -> None:
     assert out["groups"] == 30 and 0.88 <= out["measured"] <= 0.9 + 1 / 29 + 0.02
 
 
+def test_grouped_coverage_floor_and_row_weights() -> None:
+    """A floor on the half-width (the seed spread) widens every interval that is narrower; ``group_weighted``
+    false calibrates on the pooled residuals (a big exact group then sets the quantile), and the per-row hits add
+    up to the count."""
+    rng = np.random.default_rng(3)
+    t, p = _draw(rng, 400, 0.3)
+    g = np.repeat(np.arange(8), 50)
+    plain = grouped_coverage(t, p, g, 0.9, finite_sample=False)
+    floored = grouped_coverage(t, p, g, 0.9, finite_sample=False, floor=5.0)
+    assert floored["measured"] == 1.0 and np.all(floored["log_halfwidths"] == 5.0)
+    assert sum(h for h in plain["hits"] if h) == plain["covered"] and None not in plain["hits"]
+    assert np.nanmax(plain["log_halfwidths"]) < 5.0
+    t2 = np.concatenate([t[:50], np.full(350, 1.0)])  # group 0 noisy, seven groups exact
+    p2 = np.concatenate([p[:50], np.full(350, 1.0)])
+    by_row = grouped_coverage(t2, p2, g, 0.9, finite_sample=False, group_weighted=False)
+    assert by_row["log_halfwidths"][0] == SplitConformal(0.9, finite_sample=False).fit(t2[50:], p2[50:]).q_ == 0.0
+
+
 def test_combine_and_bad_input() -> None:
     assert combine_log_halfwidths(0.3, 0.4) == pytest.approx(0.5)
     assert combine_log_halfwidths(0.3, float("nan")) == pytest.approx(0.3)

@@ -91,21 +91,36 @@ from traintime.chronos.interval_math import combine_log_halfwidths  # noqa: E402
 
 
 def grouped_coverage(y_true: Any, y_pred: Any, groups: Any, coverage: float = 0.9,
-                     finite_sample: bool = True, min_groups: int = 1) -> dict[str, float]:
+                     finite_sample: bool = True, min_groups: int = 1, floor: float = float("nan"),
+                     group_weighted: bool = True) -> dict[str, float]:
     """Leave-one-group-out check of the conformal interval itself: for each group, calibrate on the other
     groups' residuals and count how many of this group's measurements its interval holds. A group whose
-    calibration set has fewer than 2 rows or fewer than ``min_groups`` groups is not scored."""
+    calibration set has fewer than 2 rows or fewer than ``min_groups`` groups is not scored. ``floor``: a log
+    half-width the interval is never narrower than (:func:`~traintime.chronos.interval_math.seed_floored_halfwidth`;
+    NaN: none). ``group_weighted`` false: the calibration weighs every residual alike (one group per row, as
+    ``traintime predict`` calibrates on shuffled K-fold residuals). ``hits``: per scored row, in the order of
+    ``y_true``, whether it was held (None where not scored); ``log_halfwidths``: the interval's per scored row."""
+    from traintime.chronos.interval_math import seed_floored_halfwidth
+
     yt, yp, g = np.asarray(y_true, float), np.asarray(y_pred, float), np.asarray(groups)
     hits, n = 0, 0
     widths = []
+    per_row: list[bool | None] = [None] * len(yt)
+    row_q = np.full(len(yt), np.nan)
     for label in np.unique(g):
         test = g == label
         if (~test).sum() < 2 or len(np.unique(g[~test])) < min_groups:
             continue
-        cp = SplitConformal(coverage, finite_sample).fit(yt[~test], yp[~test], g[~test])
-        lo, hi = cp.interval(yp[test])
-        hits += int(((yt[test] >= lo) & (yt[test] <= hi)).sum())
+        cp = SplitConformal(coverage, finite_sample).fit(yt[~test], yp[~test], g[~test] if group_weighted else None)
+        q = seed_floored_halfwidth(cp.q_, floor)
+        with np.errstate(divide="ignore", invalid="ignore"):  # a non-positive value is never held
+            held = np.abs(np.log(yt[test] / yp[test])) <= q + 1e-12  # a residual equal to q is held (round-off)
+        hits += int(held.sum())
         n += int(test.sum())
-        widths.append(cp.q_)
+        widths.append(q)
+        for i, h in zip(np.flatnonzero(test), held):
+            per_row[i] = bool(h)
+        row_q[test] = q
     return {"nominal": coverage, "measured": hits / n if n else float("nan"), "n": n, "covered": hits,
-            "groups": int(len(np.unique(g))), "median_log_halfwidth": float(np.median(widths)) if widths else float("nan")}
+            "groups": int(len(np.unique(g))), "median_log_halfwidth": float(np.median(widths)) if widths else float("nan"),
+            "hits": per_row, "log_halfwidths": row_q}

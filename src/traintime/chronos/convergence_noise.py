@@ -32,7 +32,6 @@ import pandas as pd
 from scipy.stats import norm
 
 from traintime.chronos.curves import FAMILIES, curve_prior, predict_stop_epoch
-from traintime.chronos.interval_math import seed_floored_halfwidth
 from traintime.core.errors import SchemaError
 
 
@@ -73,26 +72,19 @@ def interval_coverage(preds: pd.DataFrame, seed_log_sd: float, coverage: float =
     """
     if not 0 < coverage < 1:
         raise SchemaError(f"coverage {coverage} must be between 0 and 1")
-    from traintime.chronos.conformal import SplitConformal
+    from traintime.chronos.conformal import grouped_coverage
 
     zs = float(norm.ppf((1 + coverage) / 2)) * seed_log_sd * np.log(10.0)  # natural log, as predict
+    kinds = {"residual": float("nan"), **({"seed_floored": zs} if np.isfinite(seed_log_sd) else {})}
     rows = []
     for (protocol, method, seed), g in preds.groupby(["protocol", "method", "seed"], sort=False):
-        m, p = g["epochs_measured"].to_numpy(float), g["epochs_predicted"].to_numpy(float)
-        r = np.abs(np.log(m / p))
-        fam, held = g["family"].astype(str).to_numpy(), g["held_out"].astype(str).to_numpy()
-        res: dict[str, list[tuple[bool, float]]] = {"residual": [], "seed_floored": []}
-        for f, h in sorted(set(zip(fam, held))):
-            te = (fam == f) & (held == h)
-            cal = (fam == f) & (held != h)
-            if not cal.any():
-                continue
-            q = SplitConformal(coverage, finite_sample=False).fit(
-                m[cal], p[cal], None if protocol == "cv" else held[cal]).log_halfwidth
-            for kind, hw in (("residual", q), ("seed_floored", seed_floored_halfwidth(q, zs))):
-                if kind == "seed_floored" and not np.isfinite(seed_log_sd):
-                    continue
-                res[kind].extend((bool(v <= hw + 1e-12), float(np.exp(2 * hw))) for v in r[te])
+        res: dict[str, list[tuple[bool, float]]] = {k: [] for k in kinds}
+        for _, gf in g.groupby("family", sort=True):
+            for kind, floor in kinds.items():
+                cov = grouped_coverage(gf["epochs_measured"], gf["epochs_predicted"], gf["held_out"].astype(str),
+                                       coverage, finite_sample=False, floor=floor, group_weighted=protocol != "cv")
+                res[kind].extend((h, float(np.exp(2 * q))) for h, q in zip(cov["hits"], cov["log_halfwidths"])
+                                 if h is not None)
         for kind, hits in res.items():
             if hits:
                 rows.append(dict(protocol=protocol, method=method, seed=int(seed), interval=kind, n_runs=len(hits),
