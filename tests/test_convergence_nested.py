@@ -19,7 +19,12 @@ from traintime.chronos.convergence_nested import (
     NestedConvergence,
     configure_nested,
 )
-from traintime.chronos.convergence_protocols import evaluate, protocol_splits
+from traintime.chronos.convergence_protocols import (
+    PREDICTIONS,
+    evaluate,
+    protocol_splits,
+)
+from traintime.chronos.convergence_seed_tables import nested_choices_note
 from traintime.core.errors import ConfigError, UnknownNameError
 
 FITS: list[tuple[str, frozenset[int]]] = []
@@ -95,6 +100,13 @@ def test_evaluate_nested_scores_the_choice_on_outer_folds(spies):
     nested = out[out["method"] == "nested"]["epochs_predicted"].to_numpy()
     good = out[out["method"] == "spy_good"]["epochs_predicted"].to_numpy()
     np.testing.assert_allclose(nested, good)
+    assert set(out.loc[out["method"] == "nested", "chosen"]) == {"spy_good"}  # the choice of every outer fold
+    assert out.loc[out["method"] == "spy_good", "chosen"].isna().all()
+    checked = PREDICTIONS.validate(out[out["method"] == "nested"])  # the spies are not registered estimators
+    assert "chosen" in checked.columns
+    note = nested_choices_note(out)
+    folds = out[out["method"] == "nested"].drop_duplicates(["family", "held_out"]).shape[0]
+    assert f"lomo: spy_good {folds} of {folds}" in note
 
 
 def test_bad_candidates_are_named():

@@ -68,10 +68,12 @@ def protocol_splits(rows: pd.DataFrame, protocol: str, seed: int = 42, n_splits:
 
 
 def _fit_predict(name: str, rows: pd.DataFrame, y: np.ndarray, split: Split, seed: int, protocol: str,
-                 nested_candidates: Sequence[str] | None = None) -> np.ndarray:
+                 nested_candidates: Sequence[str] | None = None) -> tuple[np.ndarray, str]:
+    """(test predictions, the candidate a ``nested`` estimator chose on this split's training rows, else "")."""
     est = configure_nested(make_estimator(name, random_state=seed, n_jobs=1), protocol, nested_candidates)
     est.fit(rows.iloc[split.train], y[split.train])
-    return est.predict(rows.iloc[split.test])
+    fitted = getattr(est, "models_", {}).get(split.family, est)
+    return est.predict(rows.iloc[split.test]), str(getattr(fitted, "choice_", ""))
 
 
 def evaluate(rows: pd.DataFrame, methods: Sequence[str], protocols: Sequence[str], seeds: Sequence[int],
@@ -84,7 +86,8 @@ def evaluate(rows: pd.DataFrame, methods: Sequence[str], protocols: Sequence[str
     fit ignores the seed (:attr:`EstimatorSpec.seeded` false) runs LOMO/LODO for ``seeds[0]``
     only (one deterministic result). Returns one row per (protocol, method, seed, run):
     protocol, method, seed, family, model, dataset, optimizer, learning_rate, batch_size,
-    raw_row, held_out (fold label), epochs_measured, epochs_predicted, ape_pct. ``nested_candidates``: the
+    raw_row, held_out (fold label), epochs_measured, epochs_predicted, ape_pct, chosen (method ``nested``: the
+    candidate its inner folds chose for the row's outer fold; empty for the others). ``nested_candidates``: the
     candidates of method ``nested`` (:mod:`traintime.chronos.convergence_nested`; None: its default), whose inner
     folds follow each protocol.
     """
@@ -110,13 +113,16 @@ def evaluate(rows: pd.DataFrame, methods: Sequence[str], protocols: Sequence[str
         delayed(_fit_predict)(m, rows, y, s, seed, protocol, nested_candidates) for (protocol, m, seed, s) in jobs)
     pred: dict[tuple[str, str, int], np.ndarray] = {}
     held: dict[tuple[str, str, int], np.ndarray] = {}
-    for (protocol, m, seed, s), p in zip(jobs, results):
+    chosen: dict[tuple[str, str, int], np.ndarray] = {}
+    for (protocol, m, seed, s), (p, choice) in zip(jobs, results):
         key = (protocol, m, seed)
         if key not in pred:
             pred[key] = np.full(len(rows), np.nan)
             held[key] = np.empty(len(rows), dtype=object)
+            chosen[key] = np.full(len(rows), None, dtype=object)
         pred[key][s.test] = p
         held[key][s.test] = s.fold
+        chosen[key][s.test] = choice or None
     base = rows[["family", "model", "dataset", "optimizer", "learning_rate", "batch_size"]].copy()
     base["raw_row"] = rows["raw_row"] if "raw_row" in rows.columns else np.arange(1, len(rows) + 1)
     frames = []
@@ -131,6 +137,7 @@ def evaluate(rows: pd.DataFrame, methods: Sequence[str], protocols: Sequence[str
         f["epochs_measured"] = y
         f["epochs_predicted"] = p
         f["ape_pct"] = ape(y, p)
+        f["chosen"] = chosen[(protocol, m, seed)]
         frames.append(f)
     out = pd.concat(frames, ignore_index=True)
     return sort_predictions(out, protocols, methods)
@@ -167,5 +174,7 @@ PREDICTIONS = TableSchema(
         Column("epochs_measured", "float", "measured T_conv, epochs", min=0, target=True),
         Column("epochs_predicted", "float", "predicted T_conv, epochs"),
         Column("ape_pct", "float", "absolute percentage error, %", min=0),
+        Column("chosen", "str", "method `nested`: the candidate its inner folds chose for the row's outer fold "
+               "(empty for the other methods)", required=False, nullable=True, required_when=("method", "nested")),
     ),
 )

@@ -80,8 +80,8 @@ def write_seed_tables(row_paths: Sequence[str], curve_paths: Sequence[str], pred
                "convergence_summary), mean over seeds. `better_than_baseline_by`: partial_pooling minus the "
                "method (points); `clears_margin`: at least 3 points better. Targets: 5-fold CV <= 18 %, "
                f"LOMO <= 25 %. Seed-noise floor measured locally (digits runs, not the released regime): "
-               f"{floor:.1f} % MAPE for a perfect configuration-level predictor.\n\n" + to_markdown(vs),
-               out["versus_md"])
+               f"{floor:.1f} % MAPE for a perfect configuration-level predictor.\n\n" + to_markdown(vs)
+               + nested_choices_note(preds), out["versus_md"])
     cov = interval_coverage(preds, s_log, coverage)
     agg = (cov.groupby(["protocol", "method", "interval"], sort=False)
            .agg(n_seeds=("seed", "nunique"), n_runs=("n_runs", "first"), coverage_mean_pct=("coverage_pct", "mean"),
@@ -99,3 +99,20 @@ def write_seed_tables(row_paths: Sequence[str], curve_paths: Sequence[str], pred
                "regime; not added in quadrature, which would count seed noise twice). Target: 85-95 % of held-out "
                "runs covered. `median_width_ratio`: upper / lower bound.\n\n"
                + to_markdown(agg), out["coverage_md"])
+
+
+def nested_choices_note(preds: pd.DataFrame) -> str:
+    """A paragraph counting, per protocol, the outer folds (family x held-out fold x seed) in which ``nested`` chose
+    each candidate (column ``chosen`` of its out-of-fold predictions); empty without ``nested`` rows."""
+    if "chosen" not in preds.columns:
+        return ""
+    n = preds[(preds["method"] == "nested") & preds["chosen"].notna()]
+    if n.empty:
+        return ""
+    folds = n.drop_duplicates(["protocol", "seed", "family", "held_out"])
+    parts = []
+    for proto, g in folds.groupby("protocol", sort=False):
+        counts = g["chosen"].value_counts()
+        parts.append(f"{proto}: " + ", ".join(f"{k} {v}" for k, v in counts.items()) + f" of {len(g)}")
+    return ("\n`nested` chose, counted over outer folds (family x held-out fold x seed): " + "; ".join(parts)
+            + ".\n")
