@@ -74,11 +74,11 @@ def test_curve_interval_comes_from_the_curve_extrapolation_errors(tmp_path) -> N
                          for (r, s), t in measured.items()])
     curves = pd.DataFrame([{"run_id": r, "seed": s, "epoch": e + 1, "val_loss": v}
                            for (r, s) in measured for e, v in enumerate(losses)])
-    q, note = curve_conformal(tmp_path, k, 20.0, 0.9)
+    q, note, _ = curve_conformal(tmp_path, k, 20.0, 0.9)
     assert math.isnan(q) and "none" in note  # no seed-study files
     runs.to_csv(tmp_path / "local_convergence_seed_runs.csv", index=False)
     curves.to_csv(tmp_path / "local_convergence_seed_curves.csv", index=False)
-    q, note = curve_conformal(tmp_path, k, 20.0, 0.9)
+    q, note, _ = curve_conformal(tmp_path, k, 20.0, 0.9)
     # a third of the weight (configuration c) is off by a factor 2: the 90 % quantile is log 2; the run of a
     # stopped within k (off by a factor p) would have made it log p
     assert q == pytest.approx(math.log(2)) and "5 local seed-study runs (3 configurations" in note

@@ -99,12 +99,15 @@ def oof_epochs(data_dir: Path, method: str, family: str, protocol: str = "lomo")
 
 
 def epochs_conformal(data_dir: Path, method: str, family: str, coverage: float,
-                     protocol: str = "lomo") -> tuple[float, float, str]:
-    """(epochs log half-width, seed-spread log half-width, note): split conformal on :func:`oof_epochs`, grouped by
-    model under ``lomo`` (one residual per run under ``cv``)."""
+                     protocol: str = "lomo") -> tuple[float, float, str, float]:
+    """(epochs log half-width, seed-spread log half-width, note, MAPE % of the residuals): split conformal on
+    :func:`oof_epochs`, grouped by model under ``lomo`` (one residual per run under ``cv``)."""
+    from traintime.core.metrics import mape
+
     notes = []
     q = s = float("nan")
     p = oof_epochs(data_dir, method, family, protocol)
+    err_pct = mape(p["epochs_measured"], p["epochs_predicted"]) if len(p) else float("nan")
     grouped = protocol == "lomo"
     if len(p) and (not grouped or p["model"].nunique() >= 2):
         from traintime.chronos.conformal import SplitConformal
@@ -132,7 +135,7 @@ def epochs_conformal(data_dir: Path, method: str, family: str, coverage: float,
                 notes.append(f"seed spread: median across-seed sd of log epochs over {len(sd)} configurations")
             else:
                 notes.append(f"seed spread: none (one seed per {family} configuration in {conv})")
-    return q, s, "; ".join(notes)
+    return q, s, "; ".join(notes), err_pct
 
 
 def curve_errors(data_dir: Path, k: int) -> pd.DataFrame | None:
@@ -151,23 +154,25 @@ def curve_errors(data_dir: Path, k: int) -> pd.DataFrame | None:
     return err if err["run_id"].nunique() >= 2 else None
 
 
-def curve_conformal(data_dir: Path, k: int, epochs: float, coverage: float) -> tuple[float, str]:
-    """(epochs log half-width, note) for an estimate extrapolated from the first ``k`` epochs of the run
-    (``--curve``): split conformal on :func:`curve_errors`, grouped by configuration (the residuals of the
-    static convergence model do not describe this estimate). Zero when the stopping rule already fired
-    within the given curve (``epochs <= k``); NaN without seed-study runs."""
+def curve_conformal(data_dir: Path, k: int, epochs: float, coverage: float) -> tuple[float, str, float]:
+    """(epochs log half-width, note, MAPE % of the extrapolation errors) for an estimate extrapolated from the first
+    ``k`` epochs of the run (``--curve``): split conformal on :func:`curve_errors`, grouped by configuration (the
+    residuals of the static convergence model do not describe this estimate). Zero half-width and error when the
+    stopping rule already fired within the given curve (``epochs <= k``); NaN without seed-study runs."""
     if epochs <= k:
-        return 0.0, f"epochs interval: none needed (the stopping rule fired within the {k} epochs given)"
+        return 0.0, f"epochs interval: none needed (the stopping rule fired within the {k} epochs given)", 0.0
     err = curve_errors(data_dir, k)
     if err is None:
         return float("nan"), (f"epochs interval: none (fewer than 2 local seed-study configurations in {data_dir} "
-                              f"still training after {k} epochs)")
+                              f"still training after {k} epochs)"), float("nan")
     from traintime.chronos.conformal import SplitConformal
+    from traintime.core.metrics import mape
 
     cp = SplitConformal(coverage, finite_sample=False).fit(err["epochs_measured"], err["epochs_predicted"],
                                                           err["run_id"])
     return cp.log_halfwidth, (f"epochs interval: split conformal on the {k}-epoch curve extrapolation of {len(err)} "
-                              f"local seed-study runs ({cp.n_groups_} configurations; not the released regime)")
+                              f"local seed-study runs ({cp.n_groups_} configurations; not the released regime)"), \
+        mape(err["epochs_measured"], err["epochs_predicted"])
 
 
 def loader_wait_ms(w: Workload, compute_ms: np.ndarray, workers: int,

@@ -100,27 +100,20 @@ class RankingMixin:
         :func:`~traintime.chronos.interval_math.seed_floored_halfwidth`)."""
         self._convergence_model()
         from traintime.chronos.interval_math import seed_floored_halfwidth
-        from traintime.core.metrics import mape
-        from traintime.predict_plan import epochs_conformal, oof_epochs
+        from traintime.predict_plan import epochs_conformal
 
         method = Path(str(self.convergence_model_path)).stem
-        q, s, _ = epochs_conformal(self.data_dir, method, self.family, self.coverage, protocol)
-        p = oof_epochs(self.data_dir, method, self.family, protocol)
-        return (seed_floored_halfwidth(q, s),
-                mape(p["epochs_measured"], p["epochs_predicted"]) if len(p) else float("nan"))
+        q, s, _, err_pct = epochs_conformal(self.data_dir, method, self.family, self.coverage, protocol)
+        return seed_floored_halfwidth(q, s), err_pct
 
     def _curve_calibration(self, k: int, epochs: float) -> tuple[float, float]:
         """(log half-width, MAPE) of the k-epoch curve extrapolation
         (:func:`~traintime.predict_plan.curve_conformal` on the local seed-study runs; zero when the stopping rule
         fired within the curve)."""
-        from traintime.core.metrics import mape
-        from traintime.predict_plan import curve_conformal, curve_errors
+        from traintime.predict_plan import curve_conformal
 
-        q, _ = curve_conformal(self.data_dir, k, epochs, self.coverage)
-        if math.isnan(q) or q == 0.0:
-            return q, 0.0 if q == 0.0 else float("nan")
-        err = curve_errors(self.data_dir, k)
-        return q, mape(err["epochs_measured"], err["epochs_predicted"])
+        q, _, err_pct = curve_conformal(self.data_dir, k, epochs, self.coverage)
+        return q, err_pct
 
     def ranking(self, gpus: list[str] | None = None) -> pd.DataFrame:
         """One row per GPU (default: every GPU of the spec table): step, epoch, epochs, hours, cost,

@@ -218,10 +218,10 @@ def run_predict(args: argparse.Namespace, out: Any = None, err: Any = None) -> i
             trained.add("epochs (convergence) model", conv_meta)
             info.append(trained.lines[-1])
         if args.curve:  # the estimate comes from the run's own curve: its interval from the curve's errors
-            q, note = curve_conformal(data_dir, len(_curve(args.curve) or []), epochs, args.coverage)
+            q, note, _ = curve_conformal(data_dir, len(_curve(args.curve) or []), epochs, args.coverage)
             s = float("nan")
         else:
-            q, s, note = epochs_conformal(data_dir, args.convergence_method, w.family, args.coverage)
+            q, s, note, _ = epochs_conformal(data_dir, args.convergence_method, w.family, args.coverage)
         ctx.epochs_q, ctx.seed_q = q, s
         ctx.notes.append(note)
     ctx.notes.extend(precision_notes(w, gpus))

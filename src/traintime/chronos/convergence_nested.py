@@ -47,7 +47,8 @@ class NestedConvergence(BaseEstimator, RegressorMixin):
     inner_max_folds : at most this many inner folds.
     random_state, n_jobs : passed to every candidate.
 
-    After ``fit``: ``choice_`` (the chosen name), ``inner_mape_`` (name -> inner MAPE %), ``n_inner_folds_``.
+    After ``fit``: ``choice_`` (the chosen name), ``model_`` (it, refitted on all rows), ``inner_mape_`` (name ->
+    inner MAPE %), ``n_inner_folds_``.
     """
 
     def __init__(self, candidates: Sequence[str] = DEFAULT_CANDIDATES, inner_group: str = "run_key",
@@ -88,7 +89,7 @@ class NestedConvergence(BaseEstimator, RegressorMixin):
                         "(%s) is fitted", family, self.inner_group, self.candidates[0])
             first = self._factory(Candidate("convergence", "none", str(self.candidates[0])), family,
                                   int(self.random_state), {})
-            self.selector_ = first.fit(rows, np.asarray(y, dtype=float))
+            self.model_ = first.fit(rows, np.asarray(y, dtype=float))
             self.choice_, self.inner_mape_, self.n_inner_folds_ = str(self.candidates[0]), {}, 0
             return self
         cands = [Candidate("convergence", "none", str(c)) for c in self.candidates]
@@ -96,7 +97,7 @@ class NestedConvergence(BaseEstimator, RegressorMixin):
                              inner_max_folds=int(self.inner_max_folds), model_factory=self._factory,
                              scorer=lambda _rows, yt, yp: float(mape(yt, yp)))
         sel.fit(rows, np.asarray(y, dtype=float))
-        self.selector_ = sel
+        self.model_ = sel.model_
         self.choice_ = sel.best_.estimator
         self.inner_mape_ = {c.estimator: float(s) for c, s in sel.scores_.items()}
         self.n_inner_folds_ = int(sel.n_inner_folds_)
@@ -105,7 +106,7 @@ class NestedConvergence(BaseEstimator, RegressorMixin):
         return self
 
     def predict(self, rows: pd.DataFrame) -> np.ndarray:
-        return self.selector_.predict(rows)
+        return np.asarray(self.model_.predict(rows), dtype=float)
 
 
 def configure_nested(estimator: Any, protocol: str, candidates: Sequence[str] | None = None) -> Any:

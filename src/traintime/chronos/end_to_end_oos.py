@@ -209,27 +209,26 @@ def hours_interval_hits(p: pd.DataFrame, group: str, coverage: float = 0.9) -> n
     per family, for each held-out ``group`` (the protocol's held-out column), split conformal (grouped by
     ``group``, no finite-sample correction) on the *other* groups' step residuals (one per pair) and epochs
     residuals (one per configuration), the two log half-widths in quadrature
-    (:func:`~traintime.chronos.interval_math.combine_log_halfwidths`). Pairs of a family with fewer than three
-    groups (two to calibrate on) are not scored."""
-    from traintime.chronos.conformal import SplitConformal
-    from traintime.chronos.interval_math import combine_log_halfwidths
+    (:func:`~traintime.chronos.interval_math.combine_log_halfwidths`): the held-out half-widths of
+    :func:`~traintime.chronos.conformal.grouped_coverage`. Pairs of a family with fewer than three groups (two to
+    calibrate on) are not scored. One entry per scored pair, in the order of ``p`` within each family."""
+    from traintime.chronos.conformal import grouped_coverage
 
-    hits: list[bool] = []
+    hits: list[np.ndarray] = []
     runs_all = p.assign(_c=_config_id(p)).drop_duplicates("_c")
     for fam, g in p.groupby("family", sort=True):
         runs = runs_all[runs_all["family"] == fam]
-        for held in sorted(g[group].astype(str).unique()):
-            cal, te = g[g[group].astype(str) != held], g[g[group].astype(str) == held]
-            rcal = runs[runs[group].astype(str) != held]
-            if cal[group].nunique() < 2:
-                continue
-            qs = SplitConformal(coverage, finite_sample=False).fit(cal["step_ms_measured"], cal["step_ms_predicted"],
-                                                                  cal[group].astype(str)).log_halfwidth
-            qe = SplitConformal(coverage, finite_sample=False).fit(rcal["epochs_measured"], rcal["epochs_predicted"],
-                                                                  rcal[group].astype(str)).log_halfwidth
-            r = np.abs(np.log(te["hours_measured"].to_numpy(float) / te["hours_predicted"].to_numpy(float)))
-            hits.extend(bool(v) for v in r <= combine_log_halfwidths(qs, qe) + 1e-12)
-    return np.asarray(hits, dtype=bool)
+        held = g[group].astype(str)
+        qs = grouped_coverage(g["step_ms_measured"], g["step_ms_predicted"], held, coverage, finite_sample=False,
+                              min_groups=2)["log_halfwidths"]
+        qe = grouped_coverage(runs["epochs_measured"], runs["epochs_predicted"], runs[group].astype(str), coverage,
+                              finite_sample=False)["log_halfwidths"]
+        qe = held.map(dict(zip(runs[group].astype(str), qe))).to_numpy(dtype=float)
+        qh = np.hypot(qs, qe)  # combine_log_halfwidths, per pair; NaN where either side was not calibrated
+        r = np.abs(np.log(g["hours_measured"].to_numpy(float) / g["hours_predicted"].to_numpy(float)))
+        scored = np.isfinite(qh)
+        hits.append(r[scored] <= qh[scored] + 1e-12)
+    return np.concatenate(hits) if hits else np.zeros(0, dtype=bool)
 
 
 def _seed_metrics(p: pd.DataFrame, group: str, coverage: float) -> dict[str, float]:
