@@ -108,8 +108,9 @@ rule convergence_limits:
 
 
 rule convergence_model:
-    """The chosen estimator fitted on the 324 released runs plus the merged local runs (collect.train_on),
-    saved with a JSON card recording the local runs."""
+    """The chosen estimator (chronos_convergence.final_method; nested: its candidate chosen per family by inner
+    folds of honest_protocol's kind) fitted on the 324 released runs plus the merged local runs (collect.train_on),
+    saved with a JSON card recording the choice and the local runs."""
     input:
         table=f"{DATA}/convergence.csv",
         **({"local": f"{DATA}/local_convergence.csv"} if TRAIN_LOCAL else {}),
@@ -119,6 +120,8 @@ rule convergence_model:
         card=f"{MODELS}/convergence/{CONV['final_method']}.json",
     params:
         method=CONV["final_method"],
+        protocol=CONV["honest_protocol"],
+        candidates=CONV["nested_candidates"],
         seed=config["seeds"][0],
         train_on=config["collect"]["train_on"],
     log:

@@ -41,6 +41,8 @@ rule issue_targets:
     output:
         csv=report(f"{TABLES}/issue_targets.csv", caption="../report/issue_targets.rst", category="Pipeline"),
         md=f"{TABLES}/issue_targets.md",
+    params:
+        epochs_model=config["chronos_convergence"]["final_method"],
     log:
         f"{LOGS}/report/issue_targets.log",
     benchmark:

@@ -143,7 +143,7 @@ def test_corrupt_or_folder_model_file_names_the_file(tmp_path, content, needle, 
     # predict loads the saved convergence model for the epochs (step time comes from the roofline)
     (tmp_path / "models" / "iteration").mkdir(parents=True)
     (tmp_path / "models" / "iteration" / "iteration_model.joblib").write_bytes(b"x")
-    path = tmp_path / "models" / "convergence" / "chronos_rf.joblib"
+    path = tmp_path / "models" / "convergence" / "nested.joblib"  # the default convergence model
     if content is None:
         path.mkdir(parents=True)
     else:

@@ -103,7 +103,8 @@ def test_convergence_model_script_trains_on_released_plus_local(tmp_path, mirror
         sm = SimpleNamespace(input=_Input(table=str(tmp_path / "convergence.csv"),
                                           local=str(tmp_path / "local_convergence.csv")),
                              output=SimpleNamespace(model=str(out / "m.joblib"), card=str(out / "m.json")),
-                             params=SimpleNamespace(method="scaling_law", seed=0, train_on=train_on))
+                             params=SimpleNamespace(method="scaling_law", seed=0, train_on=train_on,
+                                                    protocol="lomo", candidates=None))
         script.main(sm)
         cards[train_on] = json.loads((out / "m.json").read_text())
     both, only = cards["released_and_local"], cards["released_only"]
@@ -123,7 +124,7 @@ def dirs(tmp_path, fake_models_dir):
 
 
 MIXER = ["predict", "--model", "mixer", "--dataset", "digits", "--model-arg", "embed_dim=16", "--model-arg",
-         "depth=1", "--device", "cpu", "--batch-size", "32"]
+         "depth=1", "--device", "cpu", "--batch-size", "32", "--convergence-method", "chronos_rf"]
 
 
 def test_predict_header_and_json_say_what_the_models_learnt(dirs, capsys) -> None:

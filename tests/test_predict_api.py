@@ -65,7 +65,7 @@ def _predictor(saved, **kw) -> TrainingTimePredictor:
     models, data = saved
     args = dict(model="mixer", dataset="digits", optimizer="adamw", batch_size=32, learning_rate=0.001, precision=32,
                 gpu="T4", models_dir=models, data_dir=data, probe_batch_size=8, device="cpu", coverage=0.8,
-                model_kwargs={"embed_dim": 16, "depth": 1})
+                model_kwargs={"embed_dim": 16, "depth": 1}, convergence_method="chronos_rf")
     args.update(kw)
     return TrainingTimePredictor(**args)
 

@@ -39,7 +39,7 @@ def test_cli_curve_option(saved, capsys: pytest.CaptureFixture[str]) -> None:  #
     base = ["predict", "--model", "mixer", "--dataset", "digits", "--optimizer", "adamw", "--batch-size", "32",
             "--learning-rate", "0.001", "--gpus", "T4", "--models-dir", str(models), "--data-dir", str(data),
             "--probe-batch-size", "8", "--device", "cpu", "--model-arg", "embed_dim=16", "--model-arg", "depth=1",
-            "--json"]
+            "--json", "--convergence-method", "chronos_rf"]
 
     def epochs(out: str) -> float:
         return float(json.loads(out)[0]["epochs"])

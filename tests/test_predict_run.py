@@ -30,8 +30,9 @@ def dirs(tmp_path, fake_models_dir):
     return models, data
 
 
+# the fake saved convergence model (saved as chronos_rf, the paper's model, which reads the probe)
 MIXER = ["--model", "mixer", "--dataset", "digits", "--model-arg", "embed_dim=16", "--model-arg", "depth=1",
-         "--optimizer", "adamw", "--device", "cpu"]
+         "--optimizer", "adamw", "--device", "cpu", "--convergence-method", "chronos_rf"]
 
 
 def test_probe_batch_equals_batch_size(dirs, monkeypatch, capsys) -> None:
@@ -57,7 +58,7 @@ def test_transformer_with_only_cnn_models_gets_labelled_warning(dirs, capsys) ->
     models, data = dirs
     assert main(["predict", "--model", "vit_tiny_patch16_224", "--dataset", "digits", "--input-size", "32",
                  "--batch-size", "4", "--device", "cpu", "--gpus", "T4", "--models-dir", str(models),
-                 "--data-dir", str(data)]) == 0
+                 "--data-dir", str(data), "--convergence-method", "chronos_rf"]) == 0
     out = capsys.readouterr().out
     assert "WARNING family: Transformer" in out and "CNN, MLP" in out
 

@@ -9,8 +9,7 @@ from traintime.predict import TrainingTimePredictor
 
 NOTE = """
 Predicted with the workflow's saved models (step time: results/models/iteration; epochs:
-results/models/convergence) for every GPU of the spec table, cheapest first. The probe (one forward +
-one backward pass at initialisation) ran on this machine's device. `*_low` / `*_high`: {pct}
+results/models/convergence) for every GPU of the spec table, cheapest first. {probe} `*_low` / `*_high`: {pct}
 intervals from the out-of-fold residuals of the same family (`step_protocol` / `epochs_protocol`: the
 protocol whose held-out predictions were used, with its MAPE); the total's interval combines both.
 `gpu_in_timing_data`: whether the released timing data has the GPU (otherwise the step time is an
@@ -37,9 +36,12 @@ def main(snakemake):
     table = p.ranking()
     table.insert(0, "probe_device", p.probe_summary()["device"])
     notes = " ".join(f"Note: {n}." for n in p.notes)
+    probe = ("The probe (one forward + one backward pass at initialisation) ran on this machine's device."
+             if p.probe_ran else "No probe ran: the convergence model reads no probe feature "
+             f"({p.convergence_choice or Path(p.convergence_model_path).stem}).")
     write_table(table, snakemake.output.csv, snakemake.output.md,
                 title=f"Predicted training time and cost: {p.describe()} (headline GPU {p.gpu})",
-                note=NOTE.format(pct=f"{int(round(p.coverage * 100))}%", notes=notes), floatfmt=".4g")
+                note=NOTE.format(pct=f"{int(round(p.coverage * 100))}%", notes=notes, probe=probe), floatfmt=".4g")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,8 @@ def main(snakemake):
     local = load_convergence(snakemake.input.local) if "local" in snakemake.input.keys() else None
     rows, summary = combine_rows(load_convergence(snakemake.input.table), local, snakemake.params.train_on,
                                  kind="convergence")
-    model = ConvergencePredictor.fit_all(rows, snakemake.params.method, seed=snakemake.params.seed)
+    p = snakemake.params
+    model = ConvergencePredictor.fit_all(rows, p.method, seed=p.seed, protocol=p.protocol, candidates=p.candidates)
     model.metadata["training_data"] = summary
     model.save(snakemake.output.model)
     write_json(model.metadata, snakemake.output.card)

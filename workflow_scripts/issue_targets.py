@@ -8,7 +8,8 @@ from traintime.core.workflow import run_script
 
 
 def main(snakemake):
-    table = targets_table(Path(snakemake.input.tables[0]).parent, auto_step_name(snakemake.input.step_rule))
+    table = targets_table(Path(snakemake.input.tables[0]).parent, auto_step_name(snakemake.input.step_rule),
+                          epochs_model=snakemake.params.epochs_model)
     write_csv(table, snakemake.output.csv)
     write_text(targets_markdown(table), snakemake.output.md)
 

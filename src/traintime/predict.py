@@ -17,10 +17,11 @@ What it uses (nothing is downloaded):
   :class:`traintime.chronos.estimators.IterationTimePredictor`) on canonical ``iteration`` rows built from
   the analytic features of the configuration (:mod:`traintime.measure.analytic`, meta device) and the GPU
   name (its specifications are joined from the spec table);
-* the convergence model (``results/models/convergence/<method>.joblib``) on a canonical
-  ``convergence`` row whose probe features come from one forward + backward pass of the freshly
-  initialised model on one mini-batch, run **on this machine** (CPU or GPU; the target GPU need
-  not be present);
+* the convergence model (``results/models/convergence/<method>.joblib``; default ``nested``, the candidate
+  chosen per family by inner leave-one-model-out CV) on a canonical ``convergence`` row of static descriptors;
+  when that model reads probe features (``chronos_rf``, say), they come from one forward + backward pass of the
+  freshly initialised model on one mini-batch, run **on this machine** (CPU or GPU; the target GPU need not be
+  present), and otherwise no probe runs;
 * epochs x N / B x step time = hours; x the spec table's price per GPU-hour = cost.
 
 Uncertainty: the cross-validated MAPE of each model (from the workflow's out-of-fold predictions)
@@ -58,6 +59,29 @@ FAMILY_STOPPING: dict[str, dict[str, float | int]] = {
     "MLP": {"patience": 5, "min_delta": 1e-4, "max_epochs": 250},
     "Transformer": {"patience": 5, "min_delta": 1e-4, "max_epochs": 120},
 }
+
+
+#: probe columns of a convergence row (empty where no probe ran)
+PROBE_FIELDS: tuple[str, ...] = ("gradient_norm_log10", "ntk_trace_proxy_log10", "initial_loss_log10")
+
+
+def convergence_frame(family: str, model: str, dataset: str, optimizer: str, learning_rate: float, batch_size: int,
+                      precision: int, num_classes: int, dataset_size: int | None, param_count: int,
+                      arch: dict[str, Any], probe_cols: dict[str, float], stop: dict[str, Any],
+                      seed: int = 42) -> pd.DataFrame:
+    """The canonical ``convergence`` row (one-row frame) of a configuration: released spellings of ``model`` /
+    ``dataset`` / ``optimizer``, ``arch`` (MLP descriptors; empty otherwise), ``probe_cols`` (:data:`PROBE_FIELDS`,
+    NaN where no probe ran) and the early-stopping rule ``stop`` (:func:`stopping_settings`)."""
+    row = {"family": family, "model": model, "dataset": dataset,
+           "task": "vision_cls" if family == "Transformer" else None, "optimizer": optimizer,
+           "learning_rate": float(learning_rate), "batch_size": int(batch_size),
+           "precision_bits": int(precision) if family != "Transformer" else None,
+           "num_classes": int(num_classes) if family != "Transformer" else None,
+           "dataset_size": int(dataset_size) if dataset_size else None, "param_count": int(param_count),
+           **{k: arch.get(k) for k in ("embed_dim", "depth", "patch_size", "token_mlp_dim", "channel_mlp_dim")},
+           **{c: probe_cols.get(c, float("nan")) for c in PROBE_FIELDS}, **stop, "seed": int(seed),
+           "source": "predict", "raw_row": 1}
+    return pd.DataFrame([row])
 
 
 def stopping_settings(family: str, data_dir: Path, chronos_model: str | None = None,
@@ -113,7 +137,7 @@ class TrainingTimePredictor(RankingMixin):
                  seed: int = 42, specs: pd.DataFrame | None = None,
                  model_kwargs: dict[str, Any] | None = None, img_px: int | None = None,
                  num_classes: int | None = None, num_samples: int | None = None,
-                 convergence_method: str = "chronos_rf",
+                 convergence_method: str = "nested",
                  curve: list[float] | None = None, stopping: dict[str, Any] | None = None) -> None:
         from traintime.core.specs import canonical_gpu, load_specs
         from traintime.measure.datasets import dataset_info
@@ -326,24 +350,40 @@ class TrainingTimePredictor(RankingMixin):
             self._probe_device = str(dev)
         return self._probe
 
+    @property
+    def needs_probe(self) -> bool:
+        """Whether the convergence model reads a probe feature (:func:`traintime.chronos.convergence.reads_probe`):
+        only then does an epochs estimate run the probe."""
+        return bool(self._convergence_model().reads_probe)
+
+    @property
+    def probe_ran(self) -> bool:
+        return self._probe is not None
+
+    @property
+    def convergence_choice(self) -> str:
+        """``family: estimator`` per family of a ``nested`` convergence model (empty for any other)."""
+        return self._convergence_model().chosen_text()
+
     def convergence_row(self) -> pd.DataFrame:
-        """The canonical ``convergence`` row of this configuration (probe features from this machine)."""
+        """The canonical ``convergence`` row of this configuration: probe features from this machine when the
+        convergence model reads them, else empty (no probe run; the parameter count from the model's structure)."""
+        if not self.needs_probe:
+            return self._convergence_frame(int(self._features()["param_count"]), {})
+        pr = self.run_probe()
+        return self._convergence_frame(int(pr.param_count), {
+            "gradient_norm_log10": pr.gradient_norm_log10, "ntk_trace_proxy_log10": pr.ntk_trace_proxy_log10,
+            "initial_loss_log10": pr.initial_loss_log10})
+
+    def _convergence_frame(self, param_count: int, probe_cols: dict[str, float]) -> pd.DataFrame:
         from traintime.measure.models import model_arch
 
-        pr = self.run_probe()
-        stop = stopping_settings(self.family, self.data_dir, self.chronos_model, self.stopping)
         arch = model_arch(self.model_name, self.img_px, **self.model_kwargs) if self.family == "MLP" else {}
-        row = {"family": self.family, "model": self.chronos_model, "dataset": self.info.chronos_name,
-               "task": "vision_cls" if self.family == "Transformer" else None, "optimizer": self.optimizer,
-               "learning_rate": self.learning_rate, "batch_size": self.batch_size,
-               "precision_bits": self.precision if self.family != "Transformer" else None,
-               "num_classes": self.info.num_classes if self.family != "Transformer" else None,
-               "dataset_size": int(self.info.train_size), "param_count": int(pr.param_count),
-               **{k: arch.get(k) for k in ("embed_dim", "depth", "patch_size", "token_mlp_dim", "channel_mlp_dim")},
-               "gradient_norm_log10": pr.gradient_norm_log10, "ntk_trace_proxy_log10": pr.ntk_trace_proxy_log10,
-               "initial_loss_log10": pr.initial_loss_log10, **stop, "seed": self.seed, "source": "predict",
-               "raw_row": 1}
-        return pd.DataFrame([row])
+        return convergence_frame(self.family, self.chronos_model, self.info.chronos_name, self.optimizer,
+                                 self.learning_rate, self.batch_size, self.precision, self.info.num_classes,
+                                 self.info.train_size, param_count, arch, probe_cols,
+                                 stopping_settings(self.family, self.data_dir, self.chronos_model, self.stopping),
+                                 self.seed)
 
     def predict_number_of_epochs(self) -> float:
         """Predicted epochs to converge (T_conv)."""
@@ -370,6 +410,11 @@ class TrainingTimePredictor(RankingMixin):
         return self.info.train_size / self.batch_size * step / 1000.0
 
     def probe_summary(self) -> dict[str, Any]:
+        """What the probe measured; all empty (``device`` says why) when the convergence model reads no probe
+        feature, so none was run."""
+        if not self.needs_probe:
+            return {"probe_batch_size": None, "device": "none (no probe: the convergence model reads no probe feature)",
+                    "probe_precision": None, "initial_loss": None, "grad_norm": None, "probe_time_s": None}
         pr = self.run_probe()
         return {"probe_batch_size": pr.probe_batch_size, "device": getattr(self, "_probe_device", ""),
                 "probe_precision": getattr(self, "_probe_precision", "32"),

@@ -17,6 +17,11 @@ Key
     versions of torch, torchvision and timm (read from package metadata, without importing them) and
     :data:`CACHE_FORMAT`. A library upgrade therefore misses the cache instead of reusing stale numbers.
 
+Entries of the saved convergence model (``convergence-card``: whether it reads the probe, its per-family choice and
+metadata; ``convergence-epochs``: its epochs for one convergence row) are keyed by the model file's sha256, so an
+answer with epochs needs neither scikit-learn nor xgboost on a hit, and a retrained model misses
+(:mod:`traintime.predict_run`).
+
 Values are exact: they are per sample (FLOPs and activations scale linearly with the batch, applied by
 :func:`traintime.predict_static.static_features`) or independent of batch and precision, so a cached answer
 equals an uncached one. An entry that cannot be read, is not JSON, or whose stored key differs from the

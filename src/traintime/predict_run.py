@@ -1,8 +1,9 @@
 """``traintime predict``: arguments and the run (the CLI module only registers them).
 
 Answer by default: **compute** step time on every GPU of the project table (plus ``--gpu`` / ``--gpus``;
-``--all-gpus``: every card of the spec database), epochs from the one-batch probe and the saved
-convergence model (``--no-probe``: step and epoch time only; ``--epochs N``: your own count), hours, cost,
+``--all-gpus``: every card of the spec database), epochs from the saved convergence model (default ``nested``,
+on static descriptors; a model that reads probe features, ``chronos_rf`` say, also runs the one-batch probe, and
+``--no-probe`` then leaves epochs out; ``--epochs N``: your own count), hours, cost,
 conformal intervals, the cost-time Pareto front. What was used (step-time model, convergence model, probe)
 is printed above the table (on stderr with ``--json``), with every ``WARNING`` label, including how many
 local (collected, merged) rows the step calibration and the convergence model were trained with and from
@@ -49,7 +50,8 @@ def add_predict_arguments(p: argparse.ArgumentParser) -> None:
     a("--workers", type=int, default=None, help="add modelled DataLoader wait with N workers as its own column")
     a("--loader-sample-ms", type=float, default=None,
       help="assumed loader cost per sample at 224 px on one worker, ms (default 1.0; not measured)")
-    a("--no-probe", action="store_true", help="static features only: step and epoch time, no epochs")
+    a("--no-probe", action="store_true", help="never run the probe: static features only (epochs only from a convergence model that reads no "
+           "probe feature, such as the default nested)")
     a("--epochs", type=float, default=None, help="use this many epochs instead of the convergence model")
     a("--curve", default=None, metavar="L1,L2,...",
       help="validation losses of the first epochs of this run (comma-separated): the epochs estimate becomes "
@@ -58,8 +60,9 @@ def add_predict_arguments(p: argparse.ArgumentParser) -> None:
       help="early-stopping patience of the run (epochs; default: the released runs' of its model or family)")
     a("--min-delta", type=float, default=None, help="early-stopping min_delta of the run (default: as --patience)")
     a("--max-epochs", type=int, default=None, help="epoch cap of the run (default: as --patience)")
-    a("--convergence-method", default="chronos_rf",
-      help="saved convergence model <models-dir>/convergence/<method>.joblib (default chronos_rf)")
+    a("--convergence-method", default="nested",
+      help="saved convergence model <models-dir>/convergence/<method>.joblib (default nested, the workflow's "
+           "chronos_convergence.final_method; chronos_rf: the paper's, which reads the probe)")
     a("--models-dir", default="results/models", help="saved models of the workflow")
     a("--data-dir", default="results/data", help="canonical tables and out-of-fold predictions")
     a("--data-root", default="data", help="folder of the torchvision datasets (probe data)")
@@ -206,14 +209,17 @@ def run_predict(args: argparse.Namespace, out: Any = None, err: Any = None) -> i
         epochs = float(args.epochs)
         ctx.epochs_q = ctx.seed_q = 0.0  # a given count carries no model error
         info.append(f"epochs: {epochs:g} as given (--epochs)")
-    elif args.no_probe and not args.curve:
-        info.append("epochs: not predicted (--no-probe); hours and cost need --epochs N or --curve")
+    elif args.no_probe and not args.curve and _reads_probe(args):
+        info.append(f"epochs: not predicted (--no-probe, and the convergence model {_convergence_path(args)} reads "
+                    "probe features or is absent); hours and cost need --epochs N, --curve or a model that reads "
+                    "none (nested)")
     else:
-        if args.no_probe:  # --curve alone: no probe, no convergence model
+        if args.no_probe and args.curve:  # --curve alone: no probe, no convergence model
             epochs, note = _curve_epochs(args, w, data_dir)
             info.append(note)
         else:
-            epochs, families, probe_note, conv_meta = _probe_epochs(args, w, kwargs)
+            epoch_path = _probe_epochs if _reads_probe(args) else _static_epochs
+            epochs, families, probe_note, conv_meta = epoch_path(args, w, kwargs)
             info.append(probe_note)
             trained.add("epochs (convergence) model", conv_meta)
             info.append(trained.lines[-1])
@@ -292,8 +298,110 @@ def _curve_epochs(args: argparse.Namespace, w: Any, data_dir: Path) -> tuple[flo
                          f"{int(st['max_epochs'])}; no probe, no convergence model)")
 
 
+def _convergence_path(args: argparse.Namespace) -> Path:
+    return Path(args.models_dir) / "convergence" / f"{args.convergence_method}.joblib"
+
+
+def _file_sha256(path: Path) -> str:
+    import hashlib
+
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def _convergence_card(args: argparse.Namespace) -> dict[str, Any] | None:
+    """What ``predict`` needs to know of the named saved convergence model before it predicts: whether it reads
+    probe features, its per-family choice (``nested``) and its metadata. None when the file is absent. Through the
+    on-disk cache (:mod:`traintime.predict_cache`, keyed by the file's sha256), so a later call unpickles nothing
+    and imports neither scikit-learn nor xgboost; a corrupt or foreign file is refused when first read."""
+    from traintime.predict_cache import cached
+
+    path = _convergence_path(args)
+    if not path.is_file():
+        return None
+
+    def build() -> dict[str, Any]:
+        from traintime.chronos.convergence import ConvergencePredictor
+
+        m = ConvergencePredictor.load(str(path))
+        return {"reads_probe": bool(m.reads_probe), "chosen": m.chosen_text(), "metadata": m.metadata}
+
+    return cached("convergence-card", {"sha256": _file_sha256(path)}, build)
+
+
+def _reads_probe(args: argparse.Namespace) -> bool:
+    """Whether the named convergence model reads probe features (a missing file: True, so the probe path, which
+    refuses it with one line, handles it)."""
+    card = _convergence_card(args)
+    return True if card is None else bool(card["reads_probe"])
+
+
+def _convergence_label(args: argparse.Namespace, card: dict[str, Any] | None) -> str:
+    chosen = (card or {}).get("chosen")
+    return f"convergence model {_convergence_path(args)}" + (f" (chosen per family: {chosen})" if chosen else "")
+
+
+def _static_epochs_value(args: argparse.Namespace, row: pd.DataFrame) -> float:
+    """The convergence model's epochs for ``row``, through the on-disk cache (key: the model file's sha256 and the
+    row)."""
+    from traintime.predict_cache import cached
+
+    path = _convergence_path(args)
+
+    def build() -> dict[str, Any]:
+        from traintime.chronos.convergence import ConvergencePredictor
+
+        return {"epochs": float(ConvergencePredictor.load(str(path)).predict(row)[0])}
+
+    values = {k: (None if isinstance(v, float) and math.isnan(v) else v.item() if hasattr(v, "item") else v)
+              for k, v in row.iloc[0].items()}
+    return float(cached("convergence-epochs", {"sha256": _file_sha256(path), "row": values}, build)["epochs"])
+
+
+def _static_epochs(args: argparse.Namespace, w: Any, kwargs: dict[str, Any]) -> tuple[float, list[str] | None, str,
+                                                                                        dict[str, Any]]:
+    """Epochs from a convergence model that reads no probe feature, on the run's static descriptors: no torch
+    import for a registry / timm / torchvision CNN or Transformer whose structure is cached (MLPs read their
+    registry descriptors); ``--curve`` replaces the estimate as on the probe path."""
+    from traintime import predict_checks as chk
+    from traintime.predict import convergence_frame, stopping_settings
+    from traintime.predict_static import static_features
+
+    t0 = time.perf_counter()
+    card = _convergence_card(args)
+    data_dir = Path(args.data_dir)
+    arch: dict[str, Any] = {}
+    if w.family == "MLP" and w.model_source != "module:function":
+        from traintime.measure.models import model_arch
+
+        arch = model_arch(args.model, w.input_px, **kwargs)
+    bits = 32 if w.precision in ("32", "tf32") else 16
+    st = stopping_settings(w.family, data_dir, w.model, _stopping(args))
+    row = convergence_frame(w.family, w.model, w.dataset, w.optimizer, args.learning_rate, w.batch_size, bits,
+                            w.num_classes, w.num_samples, int(static_features(w, kwargs)["param_count"]), arch, {},
+                            st)
+    epochs = _static_epochs_value(args, row)
+    wall = time.perf_counter() - t0
+    notes = chk.training_range_notes(data_dir, w.family, w.batch_size, args.learning_rate)
+    if args.curve:
+        from traintime.chronos.curves import predict_stop_epoch
+
+        curve = _curve(args.curve) or []
+        stop = predict_stop_epoch(curve, int(st["patience"]), float(st["min_delta"]), int(st["max_epochs"]))
+        notes.append(f"epochs from the {len(curve)}-epoch validation curve given: {stop} (extrapolated, patience "
+                     f"{int(st['patience'])}, min_delta {float(st['min_delta']):g}); the convergence model alone "
+                     f"predicts {epochs:.1f}")
+        epochs = float(stop)
+    note = (f"epochs: {_convergence_label(args, card)} on the run's static descriptors ({wall:.2f} s wall; no probe: "
+            "the model reads no probe feature)")
+    if notes:
+        note += "; " + "; ".join(notes)
+    meta = dict((card or {}).get("metadata") or {})
+    return epochs, sorted(map(str, meta.get("training_runs_per_family") or {})) or None, note, meta
+
+
 def _probe_epochs(args: argparse.Namespace, w: Any, kwargs: dict[str, Any]) -> tuple[float, list[str] | None, str]:
-    """Epochs from the probe (batch, input size, precision of the run) and the named convergence model."""
+    """Epochs from the named convergence model on the run's static descriptors, plus the probe (batch, input size,
+    precision of the run) when that model reads probe features."""
     from traintime.predict import TrainingTimePredictor
 
     if w.model_source == "module:function":
@@ -312,15 +420,18 @@ def _probe_epochs(args: argparse.Namespace, w: Any, kwargs: dict[str, Any]) -> t
     t0 = time.perf_counter()
     epochs = p.predict_number_of_epochs()
     wall = time.perf_counter() - t0
-    pr = p.probe_summary()
     fams = p.trained_families()
-    note = (f"epochs: convergence model {p.convergence_model_path} on a probe of {pr['probe_batch_size']} samples "
-            f"at {w.input_px} px, {pr['probe_precision']}-bit, on {pr['device']} ({wall:.2f} s wall, probe pass {pr['probe_time_s']:.2f} s)")
+    conv = p._convergence_model()
+    pr = p.probe_summary()
+    card = {"chosen": conv.chosen_text()}
+    note = (f"epochs: {_convergence_label(args, card)} on a probe of {pr['probe_batch_size']} samples at "
+            f"{w.input_px} px, {pr['probe_precision']}-bit, on {pr['device']} ({wall:.2f} s wall, probe pass "
+            f"{pr['probe_time_s']:.2f} s)")
     if pr["probe_batch_size"] != w.batch_size:
         note += f"; WARNING probe: batch {pr['probe_batch_size']} differs from the run's {w.batch_size} (--probe-batch-size)"
     if p.notes:
         note += "; " + "; ".join(p.notes)
-    return epochs, fams, note, dict(getattr(p._convergence_model(), "metadata", {}) or {})
+    return epochs, fams, note, dict(getattr(conv, "metadata", {}) or {})
 
 
 class _TrainedWith:

@@ -70,7 +70,7 @@ from sklearn.linear_model import LinearRegression
 from sklearn.pipeline import Pipeline
 from sklearn.preprocessing import OneHotEncoder, StandardScaler
 
-from traintime.chronos.convergence_nested import NestedConvergence
+from traintime.chronos.convergence_nested import NestedConvergence, configure_nested
 from traintime.chronos.convergence_pooling import (
     FeatureXGB,
     NTKGuidedPerModel,
@@ -371,6 +371,25 @@ def make_estimator(name: str, random_state: int = 42, n_jobs: int = 1, per_famil
     return PerFamily(est) if per_family else est
 
 
+def reads_probe(estimator: Any) -> bool:
+    """Whether a fitted convergence estimator reads any probe column (:data:`PROBE_COLUMNS`).
+
+    ``traintime predict`` runs the one-batch probe only for a model that reads it (and answers epochs under
+    ``--no-probe`` for one that does not). Wrappers (:class:`PerFamily`, ``nested``, ``pooled_or_xgb``) read it when
+    a model inside does; any other estimator type (``ntk_guided``, say) counts as reading it."""
+    if isinstance(estimator, PerFamily):
+        return any(reads_probe(m) for m in estimator.models_.values())
+    if isinstance(estimator, NestedConvergence):
+        return reads_probe(estimator.model_)
+    if isinstance(estimator, SeenOrFeatures):
+        return reads_probe(estimator.pooled_) or reads_probe(estimator.features_)
+    if isinstance(estimator, ReleasedPipeline):
+        return bool(estimator.use_probe)
+    if isinstance(estimator, FeatureXGB):
+        return bool(estimator.probe)
+    return not isinstance(estimator, (ScalingLaw, ConstantPredictor, GroupMedian, PartialPooling, PooledLogLinear))
+
+
 class ConvergencePredictor:
     """A fitted convergence estimator (all families) plus metadata; what the workflow saves.
 
@@ -383,14 +402,24 @@ class ConvergencePredictor:
         self.metadata = dict(metadata)
 
     @classmethod
-    def fit_all(cls, rows: pd.DataFrame, method: str, seed: int = 42) -> "ConvergencePredictor":
-        """Fit ``method`` on every row (per family) and record what was used."""
+    def fit_all(cls, rows: pd.DataFrame, method: str, seed: int = 42, protocol: str = "lomo",
+                candidates: Sequence[str] | None = None) -> "ConvergencePredictor":
+        """Fit ``method`` on every row (per family) and record what was used.
+
+        ``nested`` chooses its candidate (``candidates``; default: the module's) per family by inner folds of
+        ``protocol``'s kind (``lomo``: leave one model out, the question of a user whose model the release never
+        ran) on all rows, then refits it there; the metadata records each family's choice and inner MAPEs."""
         import sklearn
 
-        est = make_estimator(method, random_state=seed)
+        est = configure_nested(make_estimator(method, random_state=seed), protocol, candidates)
         est.fit(rows, rows[TARGET].to_numpy(dtype=float))
         features: dict[str, Any] = {}
+        chosen: dict[str, Any] = {}
         for fam, m in est.models_.items():
+            if isinstance(m, NestedConvergence):
+                chosen[fam] = {"estimator": m.choice_, "inner_mape_pct": m.inner_mape_,
+                               "inner_folds": m.n_inner_folds_, "inner_group": m.inner_group}
+                m = m.model_
             if isinstance(m, ReleasedPipeline):
                 features[fam] = {"numeric": m.numeric_features_, "categorical": m.categorical_features_,
                                  "dropped": m.dropped_features_}
@@ -399,9 +428,21 @@ class ConvergencePredictor:
             "target": f"{TARGET} (epochs)", "n_training_runs": int(len(rows)),
             "training_runs_per_family": {str(k): int(v) for k, v in rows["family"].value_counts().sort_index().items()},
             "features_per_family": features,
+            **({"nested_protocol": protocol, "chosen_per_family": chosen} if chosen else {}),
+            "reads_probe": reads_probe(est),
             "versions": {"scikit-learn": sklearn.__version__, "pandas": pd.__version__, "numpy": np.__version__},
         }
         return cls(est, meta)
+
+    @property
+    def reads_probe(self) -> bool:
+        """Whether the fitted estimator reads a probe column (:func:`reads_probe`)."""
+        return reads_probe(self.estimator)
+
+    def chosen_text(self) -> str:
+        """``family: estimator`` per family for a ``nested`` model (empty otherwise), for notes."""
+        chosen = self.metadata.get("chosen_per_family") or {}
+        return ", ".join(f"{fam}: {c['estimator']}" for fam, c in sorted(chosen.items()))
 
     def predict(self, rows: pd.DataFrame) -> np.ndarray:
         return np.asarray(self.estimator.predict(rows), dtype=float)

@@ -161,7 +161,7 @@ def stored_epochs(stored: pd.DataFrame | None, convergence: pd.DataFrame, protoc
 
 def end_to_end_pairs(iteration: pd.DataFrame, convergence: pd.DataFrame, predictions: pd.DataFrame,
                      specs: pd.DataFrame, seeds: Sequence[int], protocol: str = "lomo",
-                     entry: tuple[str, str] = ("nested", "nested"), convergence_method: str = "chronos_rf",
+                     entry: tuple[str, str] = ("nested", "nested"), convergence_method: str = "nested",
                      convergence_factory: ConvergenceFactory | None = None,
                      epochs_predictions: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per (seed, configuration, GPU) with out-of-sample predictions and measured values

@@ -52,6 +52,21 @@ def validate_config(config: dict[str, Any], schema_path: str | Path) -> dict[str
         if isinstance(cause, jsonschema.ValidationError):
             raise ConfigError(_one_line(cause)) from None
         raise ConfigError(f"config: {str(exc).splitlines()[0]}") from None
+    return _resolve_links(config)
+
+
+def _resolve_links(config: dict[str, Any]) -> dict[str, Any]:
+    """Checks and defaults that tie keys together (a schema cannot express them): the saved convergence model
+    (``chronos_convergence.final_method``) is one of the evaluated methods, whose out-of-fold predictions calibrate
+    ``predict``'s epoch interval; the end-to-end table's epochs follow it unless set."""
+    conv = config.get("chronos_convergence") or {}
+    final, methods = conv.get("final_method"), conv.get("methods")
+    if final is not None and methods is not None and final not in methods:
+        raise ConfigError(f"config: chronos_convergence.final_method: {final!r} is not one of "
+                          f"chronos_convergence.methods ({', '.join(map(str, methods))}); add it there")
+    e2e = (config.get("chronos_iteration") or {}).get("end_to_end")
+    if isinstance(e2e, dict) and e2e.get("convergence_method") is None and final is not None:
+        e2e["convergence_method"] = final
     return config
 
 

@@ -7,8 +7,8 @@ and where a source table carries its own target column, a row whose target diffe
 (:class:`~traintime.core.errors.SchemaError`), so the two cannot drift apart. The reported model of a
 row is fixed in advance: the model ``traintime predict`` uses, or a choice made in inner folds (the epoch rows
 report ``nested``, the convergence estimator chosen inside each outer-training fold among
-``chronos_convergence.nested_candidates``; ``predict``'s epoch model, the paper's forest, is beside it as the previous
-model).
+``chronos_convergence.nested_candidates``, with the paper's forest beside it as the previous model; the epoch-interval
+rows report the model ``predict`` uses, ``chronos_convergence.final_method``, by default ``nested`` too).
 
 Status (:func:`target_status`, the rule of every row): ``yes`` when the 95 % interval over seeds lies inside the
 target, ``no`` when it lies wholly outside, ``inconclusive`` when it straddles a bound; with one seed, or a
@@ -98,7 +98,7 @@ _EXT = "predict_external_eval"
 _STEP_MODEL = "`{step_model}`, the step model of `traintime predict`"
 _PREV_STEP = "xgboost on step_time_ms (one label)"
 _CONV = ("`nested` (chosen in each outer-training fold by inner folds of the protocol's kind among "
-         "chronos_convergence.nested_candidates; `predict` uses chronos_rf)")
+         "chronos_convergence.nested_candidates; `predict` uses {epochs_model})")
 
 
 def _two_label(protocol: str, upper: float) -> Target:
@@ -127,10 +127,11 @@ def _pooling(protocol: str, goal: str, value: str, lower: float | None, upper: f
 
 def _coverage(protocol: str) -> Target:
     return Target(14, f"90 % epoch interval, {protocol.upper()}: coverage % of held-out runs", _COV,
-                  f"protocol == '{protocol}' and method == 'chronos_rf' and interval == 'seed_floored'",
-                  "coverage_mean_pct", "`chronos_rf`: `predict`'s split-conformal interval floored at the seed spread",
+                  f"protocol == '{protocol}' and method == '{{epochs_model}}' and interval == 'seed_floored'",
+                  "coverage_mean_pct",
+                  "`{epochs_model}`: `predict`'s split-conformal interval floored at the seed spread",
                   lower=85.0, upper=95.0, sd="coverage_sd_pct", n="n_seeds",
-                  previous=f"protocol == '{protocol}' and method == 'chronos_rf' and interval == 'residual'",
+                  previous=f"protocol == '{protocol}' and method == '{{epochs_model}}' and interval == 'residual'",
                   previous_label="split conformal alone (no seed floor)")
 
 
@@ -189,7 +190,7 @@ TARGETS: tuple[Target, ...] = (
            absent="no coverage row for the step model predict uses"),
     Target(15, "90 % epoch interval, leave one model out: coverage % of held-out runs", "predict_interval_coverage",
            "quantity.str.startswith('epochs') and family == 'all' and variant == 'empirical quantile'",
-           "measured_coverage", "the epoch interval `predict` prints (split-conformal, `chronos_rf`)",
+           "measured_coverage", "the epoch interval `predict` prints (split-conformal, `{epochs_model}`)",
            lower=85.0, upper=95.0, scale=100.0,
            previous="quantity.str.startswith('epochs') and family == 'all' and variant == 'finite-sample (guarantee)'",
            previous_label="finite-sample variant"),
@@ -252,10 +253,12 @@ def evaluate_target(t: Target, df: pd.DataFrame | None, names: Mapping[str, str]
             "status": target_status(value, lo, hi, t.lower, t.upper)}
 
 
-def targets_table(tables_dir: str | Path, step_model: str, targets: tuple[Target, ...] = TARGETS) -> pd.DataFrame:
+def targets_table(tables_dir: str | Path, step_model: str, targets: tuple[Target, ...] = TARGETS,
+                  epochs_model: str = "nested") -> pd.DataFrame:
     """Every target of ``targets`` against the tables under ``tables_dir`` (see the module docstring);
-    ``step_model``: the ``--step-model`` that ``auto`` resolves to (``neighbour`` or ``roofline``)."""
-    names = {"step_model": step_table_method(step_model)}
+    ``step_model``: the ``--step-model`` that ``auto`` resolves to (``neighbour`` or ``roofline``); ``epochs_model``:
+    the saved convergence model ``predict`` uses (``chronos_convergence.final_method``)."""
+    names = {"step_model": step_table_method(step_model), "epochs_model": str(epochs_model)}
     cache: dict[str, pd.DataFrame | None] = {}
     out = []
     for t in targets:
