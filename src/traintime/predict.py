@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import logging
 import math
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +50,7 @@ from traintime.core.errors import (
     TraintimeError,
     UnknownNameError,
 )
+from traintime.data.chronos_convergence import PROBE_COLUMNS
 from traintime.predict_ranking import RankingMixin
 
 log = logging.getLogger(__name__)
@@ -61,17 +63,13 @@ FAMILY_STOPPING: dict[str, dict[str, float | int]] = {
 }
 
 
-#: probe columns of a convergence row (empty where no probe ran)
-PROBE_FIELDS: tuple[str, ...] = ("gradient_norm_log10", "ntk_trace_proxy_log10", "initial_loss_log10")
-
-
 def convergence_frame(family: str, model: str, dataset: str, optimizer: str, learning_rate: float, batch_size: int,
                       precision: int, num_classes: int, dataset_size: int | None, param_count: int,
                       arch: dict[str, Any], probe_cols: dict[str, float], stop: dict[str, Any],
                       seed: int = 42) -> pd.DataFrame:
     """The canonical ``convergence`` row (one-row frame) of a configuration: released spellings of ``model`` /
-    ``dataset`` / ``optimizer``, ``arch`` (MLP descriptors; empty otherwise), ``probe_cols`` (:data:`PROBE_FIELDS`,
-    NaN where no probe ran) and the early-stopping rule ``stop`` (:func:`stopping_settings`)."""
+    ``dataset`` / ``optimizer``, ``arch`` (MLP descriptors; empty otherwise), ``probe_cols``
+    (:data:`~traintime.data.chronos_convergence.PROBE_COLUMNS`, NaN where no probe ran) and the early-stopping rule ``stop`` (:func:`stopping_settings`)."""
     row = {"family": family, "model": model, "dataset": dataset,
            "task": "vision_cls" if family == "Transformer" else None, "optimizer": optimizer,
            "learning_rate": float(learning_rate), "batch_size": int(batch_size),
@@ -79,9 +77,20 @@ def convergence_frame(family: str, model: str, dataset: str, optimizer: str, lea
            "num_classes": int(num_classes) if family != "Transformer" else None,
            "dataset_size": int(dataset_size) if dataset_size else None, "param_count": int(param_count),
            **{k: arch.get(k) for k in ("embed_dim", "depth", "patch_size", "token_mlp_dim", "channel_mlp_dim")},
-           **{c: probe_cols.get(c, float("nan")) for c in PROBE_FIELDS}, **stop, "seed": int(seed),
+           **{c: probe_cols.get(c, float("nan")) for c in PROBE_COLUMNS}, **stop, "seed": int(seed),
            "source": "predict", "raw_row": 1}
     return pd.DataFrame([row])
+
+
+def curve_stop_epoch(curve: list[float], stop: Mapping[str, Any], model_epochs: float) -> tuple[float, str]:
+    """(stopping epoch of the run's early-stopping rule ``stop`` replayed on the extrapolated validation ``curve``,
+    note naming it beside the convergence model's own ``model_epochs``): how a partial curve replaces the estimate."""
+    from traintime.chronos.curves import predict_stop_epoch
+
+    epoch = predict_stop_epoch(curve, int(stop["patience"]), float(stop["min_delta"]), int(stop["max_epochs"]))
+    return float(epoch), (f"epochs from the {len(curve)}-epoch validation curve given: {epoch} (extrapolated, patience "
+                          f"{int(stop['patience'])}, min_delta {float(stop['min_delta']):g}); the convergence model "
+                          f"alone predicts {model_epochs:.1f}")
 
 
 def stopping_settings(family: str, data_dir: Path, chronos_model: str | None = None,
@@ -391,14 +400,8 @@ class TrainingTimePredictor(RankingMixin):
             row = self.convergence_row()
             self._epochs = float(self._convergence_model().predict(row)[0])
             if self.curve is not None:
-                from traintime.chronos.curves import predict_stop_epoch
-
-                r = row.iloc[0]
-                stop = predict_stop_epoch(self.curve, int(r["patience"]), float(r["min_delta"]), int(r["max_epochs"]))
-                self.notes.append(f"epochs from the {len(self.curve)}-epoch validation curve given: {stop} "
-                                  f"(extrapolated, patience {int(r['patience'])}, min_delta {float(r['min_delta']):g}); "
-                                  f"the convergence model alone predicts {self._epochs:.1f}")
-                self._epochs = float(stop)
+                self._epochs, note = curve_stop_epoch(self.curve, row.iloc[0], self._epochs)
+                self.notes.append(note)
         return self._epochs
 
     def predict_epoch_time(self, gpu: str | None = None) -> float:

@@ -209,27 +209,31 @@ def run_predict(args: argparse.Namespace, out: Any = None, err: Any = None) -> i
         epochs = float(args.epochs)
         ctx.epochs_q = ctx.seed_q = 0.0  # a given count carries no model error
         info.append(f"epochs: {epochs:g} as given (--epochs)")
-    elif args.no_probe and not args.curve and _reads_probe(args):
-        info.append(f"epochs: not predicted (--no-probe, and the convergence model {_convergence_path(args)} reads "
-                    "probe features or is absent); hours and cost need --epochs N, --curve or a model that reads "
-                    "none (nested)")
     else:
-        if args.no_probe and args.curve:  # --curve alone: no probe, no convergence model
-            epochs, note = _curve_epochs(args, w, data_dir)
-            info.append(note)
+        # what predict needs of the convergence model, read once (--curve alone needs none)
+        card = None if args.no_probe and args.curve else _convergence_card(args)
+        static = card is not None and not card["reads_probe"]  # absent: the probe path refuses it with one line
+        if args.no_probe and not args.curve and not static:
+            info.append(f"epochs: not predicted (--no-probe, and the convergence model {_convergence_path(args)} reads "
+                        "probe features or is absent); hours and cost need --epochs N, --curve or a model that reads "
+                        "none (nested)")
         else:
-            epoch_path = _probe_epochs if _reads_probe(args) else _static_epochs
-            epochs, families, probe_note, conv_meta = epoch_path(args, w, kwargs)
-            info.append(probe_note)
-            trained.add("epochs (convergence) model", conv_meta)
-            info.append(trained.lines[-1])
-        if args.curve:  # the estimate comes from the run's own curve: its interval from the curve's errors
-            q, note, _ = curve_conformal(data_dir, len(_curve(args.curve) or []), epochs, args.coverage)
-            s = float("nan")
-        else:
-            q, s, note, _ = epochs_conformal(data_dir, args.convergence_method, w.family, args.coverage)
-        ctx.epochs_q, ctx.seed_q = q, s
-        ctx.notes.append(note)
+            if args.no_probe and args.curve:  # --curve alone: no probe, no convergence model
+                epochs, note = _curve_epochs(args, w, data_dir)
+                info.append(note)
+            else:
+                epochs, families, probe_note, conv_meta = (_static_epochs(args, w, kwargs, card) if static
+                                                           else _probe_epochs(args, w, kwargs))
+                info.append(probe_note)
+                trained.add("epochs (convergence) model", conv_meta)
+                info.append(trained.lines[-1])
+            if args.curve:  # the estimate comes from the run's own curve: its interval from the curve's errors
+                q, note, _ = curve_conformal(data_dir, len(_curve(args.curve) or []), epochs, args.coverage)
+                s = float("nan")
+            else:
+                q, s, note, _ = epochs_conformal(data_dir, args.convergence_method, w.family, args.coverage)
+            ctx.epochs_q, ctx.seed_q = q, s
+            ctx.notes.append(note)
     ctx.notes.extend(precision_notes(w, gpus))
     warnings = training_range_warnings(w, data_dir, families,
                                        with_traces=getattr(step_model, "name", "") in FROZEN_STEP_MODELS)
@@ -310,9 +314,10 @@ def _file_sha256(path: Path) -> str:
 
 def _convergence_card(args: argparse.Namespace) -> dict[str, Any] | None:
     """What ``predict`` needs to know of the named saved convergence model before it predicts: whether it reads
-    probe features, its per-family choice (``nested``) and its metadata. None when the file is absent. Through the
-    on-disk cache (:mod:`traintime.predict_cache`, keyed by the file's sha256), so a later call unpickles nothing
-    and imports neither scikit-learn nor xgboost; a corrupt or foreign file is refused when first read."""
+    probe features, its per-family choice (``nested``), its metadata and the file's ``sha256``. None when the file
+    is absent. Through the on-disk cache (:mod:`traintime.predict_cache`, keyed by that sha256), so a later call
+    unpickles nothing and imports neither scikit-learn nor xgboost; a corrupt or foreign file is refused when first
+    read."""
     from traintime.predict_cache import cached
 
     path = _convergence_path(args)
@@ -325,49 +330,39 @@ def _convergence_card(args: argparse.Namespace) -> dict[str, Any] | None:
         m = ConvergencePredictor.load(str(path))
         return {"reads_probe": bool(m.reads_probe), "chosen": m.chosen_text(), "metadata": m.metadata}
 
-    return cached("convergence-card", {"sha256": _file_sha256(path)}, build)
+    sha = _file_sha256(path)
+    return {**cached("convergence-card", {"sha256": sha}, build), "sha256": sha}
 
 
-def _reads_probe(args: argparse.Namespace) -> bool:
-    """Whether the named convergence model reads probe features (a missing file: True, so the probe path, which
-    refuses it with one line, handles it)."""
-    card = _convergence_card(args)
-    return True if card is None else bool(card["reads_probe"])
-
-
-def _convergence_label(args: argparse.Namespace, card: dict[str, Any] | None) -> str:
-    chosen = (card or {}).get("chosen")
+def _convergence_label(args: argparse.Namespace, chosen: str) -> str:
     return f"convergence model {_convergence_path(args)}" + (f" (chosen per family: {chosen})" if chosen else "")
 
 
-def _static_epochs_value(args: argparse.Namespace, row: pd.DataFrame) -> float:
-    """The convergence model's epochs for ``row``, through the on-disk cache (key: the model file's sha256 and the
-    row)."""
+def _static_epochs_value(args: argparse.Namespace, card: dict[str, Any], row: pd.DataFrame) -> float:
+    """The convergence model's epochs for ``row``, through the on-disk cache (key: the model file's sha256 from
+    ``card`` and the row)."""
     from traintime.predict_cache import cached
-
-    path = _convergence_path(args)
 
     def build() -> dict[str, Any]:
         from traintime.chronos.convergence import ConvergencePredictor
 
-        return {"epochs": float(ConvergencePredictor.load(str(path)).predict(row)[0])}
+        return {"epochs": float(ConvergencePredictor.load(str(_convergence_path(args))).predict(row)[0])}
 
     values = {k: (None if isinstance(v, float) and math.isnan(v) else v.item() if hasattr(v, "item") else v)
               for k, v in row.iloc[0].items()}
-    return float(cached("convergence-epochs", {"sha256": _file_sha256(path), "row": values}, build)["epochs"])
+    return float(cached("convergence-epochs", {"sha256": card["sha256"], "row": values}, build)["epochs"])
 
 
-def _static_epochs(args: argparse.Namespace, w: Any, kwargs: dict[str, Any]) -> tuple[float, list[str] | None, str,
-                                                                                        dict[str, Any]]:
-    """Epochs from a convergence model that reads no probe feature, on the run's static descriptors: no torch
-    import for a registry / timm / torchvision CNN or Transformer whose structure is cached (MLPs read their
-    registry descriptors); ``--curve`` replaces the estimate as on the probe path."""
+def _static_epochs(args: argparse.Namespace, w: Any, kwargs: dict[str, Any],
+                   card: dict[str, Any]) -> tuple[float, list[str] | None, str, dict[str, Any]]:
+    """Epochs from a convergence model that reads no probe feature (``card``: :func:`_convergence_card`), on the
+    run's static descriptors: no torch import for a registry / timm / torchvision CNN or Transformer whose structure
+    is cached (MLPs read their registry descriptors); ``--curve`` replaces the estimate as on the probe path."""
     from traintime import predict_checks as chk
-    from traintime.predict import convergence_frame, stopping_settings
+    from traintime.predict import convergence_frame, curve_stop_epoch, stopping_settings
     from traintime.predict_static import static_features
 
     t0 = time.perf_counter()
-    card = _convergence_card(args)
     data_dir = Path(args.data_dir)
     arch: dict[str, Any] = {}
     if w.family == "MLP" and w.model_source != "module:function":
@@ -379,23 +374,17 @@ def _static_epochs(args: argparse.Namespace, w: Any, kwargs: dict[str, Any]) -> 
     row = convergence_frame(w.family, w.model, w.dataset, w.optimizer, args.learning_rate, w.batch_size, bits,
                             w.num_classes, w.num_samples, int(static_features(w, kwargs)["param_count"]), arch, {},
                             st)
-    epochs = _static_epochs_value(args, row)
+    epochs = _static_epochs_value(args, card, row)
     wall = time.perf_counter() - t0
     notes = chk.training_range_notes(data_dir, w.family, w.batch_size, args.learning_rate)
     if args.curve:
-        from traintime.chronos.curves import predict_stop_epoch
-
-        curve = _curve(args.curve) or []
-        stop = predict_stop_epoch(curve, int(st["patience"]), float(st["min_delta"]), int(st["max_epochs"]))
-        notes.append(f"epochs from the {len(curve)}-epoch validation curve given: {stop} (extrapolated, patience "
-                     f"{int(st['patience'])}, min_delta {float(st['min_delta']):g}); the convergence model alone "
-                     f"predicts {epochs:.1f}")
-        epochs = float(stop)
-    note = (f"epochs: {_convergence_label(args, card)} on the run's static descriptors ({wall:.2f} s wall; no probe: "
-            "the model reads no probe feature)")
+        epochs, curve_note = curve_stop_epoch(_curve(args.curve) or [], st, epochs)
+        notes.append(curve_note)
+    note = (f"epochs: {_convergence_label(args, card['chosen'])} on the run's static descriptors ({wall:.2f} s wall; "
+            "no probe: the model reads no probe feature)")
     if notes:
         note += "; " + "; ".join(notes)
-    meta = dict((card or {}).get("metadata") or {})
+    meta = dict(card.get("metadata") or {})
     return epochs, sorted(map(str, meta.get("training_runs_per_family") or {})) or None, note, meta
 
 
@@ -421,17 +410,15 @@ def _probe_epochs(args: argparse.Namespace, w: Any, kwargs: dict[str, Any]) -> t
     epochs = p.predict_number_of_epochs()
     wall = time.perf_counter() - t0
     fams = p.trained_families()
-    conv = p._convergence_model()
     pr = p.probe_summary()
-    card = {"chosen": conv.chosen_text()}
-    note = (f"epochs: {_convergence_label(args, card)} on a probe of {pr['probe_batch_size']} samples at "
+    note = (f"epochs: {_convergence_label(args, p.convergence_choice)} on a probe of {pr['probe_batch_size']} samples at "
             f"{w.input_px} px, {pr['probe_precision']}-bit, on {pr['device']} ({wall:.2f} s wall, probe pass "
             f"{pr['probe_time_s']:.2f} s)")
     if pr["probe_batch_size"] != w.batch_size:
         note += f"; WARNING probe: batch {pr['probe_batch_size']} differs from the run's {w.batch_size} (--probe-batch-size)"
     if p.notes:
         note += "; " + "; ".join(p.notes)
-    return epochs, fams, note, dict(getattr(conv, "metadata", {}) or {})
+    return epochs, fams, note, dict(getattr(p._convergence_model(), "metadata", {}) or {})
 
 
 class _TrainedWith:
