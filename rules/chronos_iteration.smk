@@ -13,7 +13,7 @@ CI_MODEL = f"{MODELS}/iteration/iteration_model"
 TRAIN_LOCAL = config["collect"]["train_on"] == "released_and_local"
 
 
-CI_CHOICES = [f for p in CI_PROTOCOLS for fam in CI_FAMILIES for f in ci_parts(p, fam, "choices")]
+CI_CHOICES = [f for p in CI_PROTOCOLS for f in ci_parts(p, "choices")]
 
 
 rule chronos_iteration_normalise:
@@ -38,15 +38,15 @@ rule chronos_iteration_normalise:
 
 
 rule chronos_iteration_evaluate:
-    """Test predictions of one protocol, family and seed: feature sets x estimators (x the nested entry).
-    Protocol, family and seed are wildcards; feature sets and estimators run inside the job (one Python
-    start, one table load per job: ~3 s each on 2 cores, more than many single fits cost)."""
+    """Test predictions of one protocol and seed: families x feature sets x estimators (x the nested entry).
+    Protocol and seed are wildcards; families, feature sets and estimators run inside the job (one Python start
+    and table load per job, about 2 s on 2 cores: one job per family as well cost about 60 s of job time more)."""
     input:
         f"{DATA}/iteration.csv",
         lib=lib("chronos_iteration_evaluate"),
     output:
-        predictions=f"{CI_PRED}/parts/{{protocol}}_{{family}}_{{seed}}.predictions.csv",
-        choices=f"{CI_PRED}/parts/{{protocol}}_{{family}}_{{seed}}.choices.csv",
+        predictions=f"{CI_PRED}/parts/{{protocol}}_{{seed}}.predictions.csv",
+        choices=f"{CI_PRED}/parts/{{protocol}}_{{seed}}.choices.csv",
     params:
         settings=lambda w: CI["protocol_settings"][w.protocol],
         seeds=lambda w: [int(w.seed)],
@@ -54,15 +54,15 @@ rule chronos_iteration_evaluate:
         selection=CI["selection"],
         test_only=CI["test_only"],
         gpu_specs=config["gpu_specs"],
+        families=CI_FAMILIES,
     wildcard_constraints:
         protocol="|".join(CI_PROTOCOLS),
-        family="|".join(CI_FAMILIES),
         seed=r"\d+",
     threads: 1
     log:
-        f"{LOGS}/chronos_iteration/evaluate_{{protocol}}_{{family}}_{{seed}}.log",
+        f"{LOGS}/chronos_iteration/evaluate_{{protocol}}_{{seed}}.log",
     benchmark:
-        bench(f"{LOGS}/chronos_iteration/evaluate_{{protocol}}_{{family}}_{{seed}}.log")
+        bench(f"{LOGS}/chronos_iteration/evaluate_{{protocol}}_{{seed}}.log")
     conda:
         env("analysis")
     script:
@@ -70,9 +70,9 @@ rule chronos_iteration_evaluate:
 
 
 rule chronos_iteration_merge:
-    """All families' and seeds' test predictions of one protocol in one file (the aggregation step)."""
+    """All seeds' test predictions of one protocol in one file (the aggregation step)."""
     input:
-        parts=lambda w: [f for fam in CI_FAMILIES for f in ci_parts(w.protocol, fam)],
+        parts=lambda w: ci_parts(w.protocol),
         lib=lib("chronos_iteration_merge"),
     output:
         f"{CI_PRED}/{{protocol}}.csv",

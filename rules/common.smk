@@ -200,6 +200,6 @@ def ci_seeds(protocol):
     return list(config["seeds"])[: n] if n is not None else list(config["seeds"])
 
 
-def ci_parts(protocol, family, kind="predictions"):
+def ci_parts(protocol, kind="predictions"):
     """One evaluate job's output per seed (seed is a wildcard: adding one runs only its jobs)."""
-    return [f"{CI_PRED}/parts/{protocol}_{family}_{seed}.{kind}.csv" for seed in ci_seeds(protocol)]
+    return [f"{CI_PRED}/parts/{protocol}_{seed}.{kind}.csv" for seed in ci_seeds(protocol)]

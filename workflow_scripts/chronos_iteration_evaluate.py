@@ -1,6 +1,8 @@
-"""Test predictions of one protocol, family and seed (rule chronos_iteration_evaluate)."""
+"""Test predictions of one protocol and seed, every family (rule chronos_iteration_evaluate)."""
 
 import logging
+
+import pandas as pd
 
 from traintime.chronos.evaluation import PREDICTION_COLUMNS, evaluate_family_nested
 from traintime.core.io import write_csv
@@ -19,13 +21,18 @@ def main(snakemake):
     if test_only["n_estimators_scale"] != 1.0 or test_only["max_rows_per_family"] is not None:
         log.warning("chronos_iteration.test_only is set (%s): results do not reproduce the released settings",
                     test_only)
-    pred, choices = evaluate_family_nested(
-        load_iteration(snakemake.input[0]), snakemake.wildcards.family, snakemake.wildcards.protocol,
-        feature_sets=settings["feature_sets"], estimators=settings["estimators"], seeds=seeds,
-        n_jobs=snakemake.threads, n_estimators_scale=test_only["n_estimators_scale"], clean_options=clean,
-        max_rows=test_only["max_rows_per_family"], selection=snakemake.params.selection)
-    write_csv(pred[PREDICTION_COLUMNS], snakemake.output.predictions)
-    write_csv(choices, snakemake.output.choices)
+    table = load_iteration(snakemake.input[0])
+    preds, choices = [], []
+    for family in snakemake.params.families:
+        pred, choice = evaluate_family_nested(
+            table, family, snakemake.wildcards.protocol, feature_sets=settings["feature_sets"],
+            estimators=settings["estimators"], seeds=seeds, n_jobs=snakemake.threads,
+            n_estimators_scale=test_only["n_estimators_scale"], clean_options=clean,
+            max_rows=test_only["max_rows_per_family"], selection=snakemake.params.selection)
+        preds.append(pred[PREDICTION_COLUMNS])
+        choices.append(choice)
+    write_csv(pd.concat(preds, ignore_index=True), snakemake.output.predictions)
+    write_csv(pd.concat(choices, ignore_index=True), snakemake.output.choices)
 
 
 if __name__ == "__main__":
