@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from traintime.chronos.convergence_noise import (
+    OWN_FAMILY,
     curve_extrapolation_errors,
     curve_summary,
     interval_coverage,
@@ -100,20 +101,25 @@ def test_curve_errors_fall_with_more_observed_epochs_and_seed_spread() -> None:
     assert pooled_log_sd(spread) == pytest.approx(np.sqrt(np.mean(spread["sd_log10"] ** 2)))
 
 
-def test_interval_coverage_uses_only_other_folds_of_the_family() -> None:
-    # fold A residuals are all 0, fold B all ln 2: B's interval comes from A alone (half-width 0) and misses every
-    # B run; A's comes from B (half-width ln 2, symmetric as predict prints it) and holds every A run. Folds C and D
-    # of another family, with residuals ln 8, calibrate neither (each other only).
-    n = 20
-    preds = pd.DataFrame(dict(protocol="lomo", method="m", seed=42, family=["CNN"] * 2 * n + ["MLP"] * 4,
-                              held_out=["A"] * n + ["B"] * n + ["C", "C", "D", "D"], epochs_predicted=10.0,
-                              epochs_measured=[10.0] * n + [20.0] * n + [80.0] * 4))
+def test_interval_coverage_calibrates_on_the_family_or_on_every_family_when_it_has_too_few_folds() -> None:
+    # CNN: folds F0-F8 with residual 0 and fold X with residual ln 2. X's interval comes from the 9 other CNN folds
+    # (enough for 90 %: min_calibration_groups) -> half-width 0, X missed; every F fold is held (ln 2 >= 0). MLP: folds C and D
+    # with residual ln 8 have 1 other MLP fold each, too few: calibrated on every family's other folds (10 CNN + 1
+    # MLP, equal weights: the 90 % quantile is ln 2) -> both missed. Per family only, C and D would hold each other.
+    n = 5
+    cnn = [f"F{i}" for i in range(9)] + ["X"]
+    preds = pd.DataFrame(dict(protocol="lomo", method="m", seed=42, family=["CNN"] * 10 * n + ["MLP"] * 2 * n,
+                              held_out=[f for f in cnn for _ in range(n)] + ["C"] * n + ["D"] * n,
+                              epochs_predicted=10.0,
+                              epochs_measured=[10.0] * 9 * n + [20.0] * n + [80.0] * 2 * n))
     cov = interval_coverage(preds, seed_log_sd=float("nan"), coverage=0.9)
-    assert list(cov["interval"]) == ["residual"]
-    assert cov["coverage_pct"].iloc[0] == pytest.approx(100 * (n + 4) / (2 * n + 4))
-    assert cov["median_width_ratio"].iloc[0] == pytest.approx(4.0)  # 20 runs at 1 (B), 20 at 4 (A), 4 at 64 (C, D)
+    assert list(cov["interval"]) == ["residual", OWN_FAMILY]
+    assert cov["coverage_pct"].iloc[0] == pytest.approx(100 * 9 / 12)
+    assert cov["coverage_pct"].iloc[1] == pytest.approx(100 * 11 / 12)  # the rule before: C and D hold each other
+    # an F fold's 9 others hold X (ln 2) as 1 of 9 groups: its half-width is ln 2 (ratio 4); X's 1; C and D's 4
+    assert cov["median_width_ratio"].iloc[0] == pytest.approx(4.0)
     wide = interval_coverage(preds, seed_log_sd=0.5, coverage=0.9).set_index("interval")
-    assert wide.loc["seed_floored", "coverage_pct"] == 100.0  # z s ln 10 = 1.9 > ln 2: the floor binds
+    assert wide.loc["seed_floored", "coverage_pct"] == pytest.approx(100 * 10 / 12)  # z s ln 10 = 1.9 > ln 2, < ln 8
 
 
 def test_seed_noise_floor_and_versus_baseline() -> None:

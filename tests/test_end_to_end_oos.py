@@ -207,3 +207,37 @@ def test_hours_interval_reaches_nominal_coverage_with_independent_step_and_epoch
     assert len(hits) == len(pairs) and abs(100 * hits.mean() - 90.0) < 3.0
     two = pairs[pairs["model"].isin(["m0", "m1"])]
     assert hours_interval_hits(two, "model", 0.9).size == 0
+
+
+def test_family_rows_of_the_hours_interval_are_calibrated_as_predict_calibrates() -> None:
+    """A family with 3 models (fewer than 9) is calibrated on every family's models: its summary row is that
+    family's share of the pairs held under the pooled rule, computed over all pairs, not over its own alone (which
+    is the own-family metric beside it)."""
+    from traintime.chronos.end_to_end_oos import hours_interval_held
+
+    rng = np.random.default_rng(5)
+    rows = []
+    for fam, n_models, sigma in (("CNN", 12, 0.2), ("MLP", 3, 0.6)):
+        for m, c in itertools.product(range(n_models), range(8)):
+            e_meas = 20.0 * np.exp(rng.normal(0, sigma))
+            for g, price in GPUS.items():
+                s_meas = 10.0 * np.exp(rng.normal(0, 0.1))
+                rows.append({"seed": 0, "family": fam, "model": f"{fam}{m}", "dataset": "d", "optimizer": "SGD",
+                             "batch_size": 64, "learning_rate": 1e-3 * (1 + c), "precision_bits": 32, "gpu": g,
+                             "step_ms_predicted": 10.0, "step_ms_measured": s_meas, "epochs_predicted": 20.0,
+                             "epochs_measured": e_meas, "hours_predicted": 200.0, "hours_measured": s_meas * e_meas,
+                             "price_per_hour_usd": price, "cost_usd_predicted": 200.0 * price,
+                             "cost_usd_measured": s_meas * e_meas * price})
+    pairs = pd.DataFrame(rows)
+    s = end_to_end_summary(pairs, "lomo", ("nested", "nested"), "spy").set_index(["family", "metric"])["mean"]
+    held = hours_interval_held(pairs, "model", 0.9)
+    mlp = (pairs["family"] == "MLP").to_numpy()
+    assert s[("MLP", "hours_interval_coverage_pct")] == pytest.approx(100 * np.nanmean(held[mlp]))
+    own = hours_interval_held(pairs[mlp], "model", 0.9)  # the family alone: its own 2 other models
+    assert s[("MLP", "hours_interval_coverage_own_family_pct")] == pytest.approx(100 * np.nanmean(own))
+    pooled, alone = (s[(f, m)] for f, m in (("MLP", "hours_interval_coverage_pct"),
+                                            ("MLP", "hours_interval_coverage_own_family_pct")))
+    assert pooled != pytest.approx(alone)
+    # CNN has 11 other models to calibrate on: both rules give it the same interval
+    assert s[("CNN", "hours_interval_coverage_pct")] == pytest.approx(
+        s[("CNN", "hours_interval_coverage_own_family_pct")])

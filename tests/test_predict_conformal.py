@@ -9,8 +9,10 @@ import pytest
 
 from traintime.chronos.conformal import (
     SplitConformal,
+    calibration_mask,
     combine_log_halfwidths,
     grouped_coverage,
+    min_calibration_groups,
 )
 from traintime.chronos.interval_math import seed_floored_halfwidth
 
@@ -85,12 +87,42 @@ def test_combine_and_bad_input() -> None:
         SplitConformal(1.5).fit([1.0], [1.0])
 
 
+def test_min_calibration_groups_is_where_the_finite_sample_level_reaches_one() -> None:
+    assert [min_calibration_groups(c) for c in (0.5, 0.8, 0.9, 0.95)] == [1, 4, 9, 19]
+    for c in (0.8, 0.9, 0.95):
+        n = min_calibration_groups(c)
+        assert math.ceil((n + 1) * c) <= n and math.ceil(n * c) > n - 1  # n works, n - 1 does not
+
+
+def test_strata_pool_only_where_a_stratum_has_too_few_groups() -> None:
+    """With ``strata``, a held-out group calibrates on its stratum's other groups when they are enough for the
+    nominal level, else on every stratum's; groups of two strata with the same label stay apart."""
+    rng = np.random.default_rng(3)
+    big, small = np.repeat(np.arange(12), 30), np.repeat(np.arange(3), 30)  # 12 and 3 groups; labels 0-2 overlap
+    t, p = _draw(rng, len(big) + len(small), 0.3)
+    groups = np.concatenate([big, small])
+    strata = np.array(["big"] * len(big) + ["small"] * len(small))
+    cov = grouped_coverage(t, p, groups, 0.9, finite_sample=False, strata=strata)
+    assert cov["groups"] == 15 and cov["pooled_groups"] == 3
+    mask, pooled = calibration_mask(groups, strata, (strata == "small") & (groups == 0), 0.9)
+    assert pooled and mask.sum() == len(groups) - 30
+    mask, pooled = calibration_mask(groups, strata, (strata == "big") & (groups == 0), 0.9)
+    assert not pooled and mask.sum() == len(big) - 30 and not mask[len(big):].any()
+    # a big stratum's interval is the one it gets alone
+    alone = grouped_coverage(t[: len(big)], p[: len(big)], big, 0.9, finite_sample=False)
+    assert np.allclose(cov["log_halfwidths"][: len(big)], alone["log_halfwidths"])
+
+
 def test_pooled_coverage_row_counts_every_held_out_row() -> None:
     """The `all` row of the predict coverage table is covered rows / rows over the families (a small family
     weighs by its rows, not as one third), each row checked against its own family's interval."""
     import pandas as pd
 
-    from traintime.chronos.roofline_calibration import ALL_FAMILIES, _coverage_rows, pooled_rows
+    from traintime.chronos.roofline_calibration import (
+        ALL_FAMILIES,
+        _coverage_rows,
+        pooled_rows,
+    )
 
     rng = np.random.default_rng(2)
     rows, hits = [], 0
@@ -127,3 +159,31 @@ def test_floored_interval_keeps_nominal_coverage_where_quadrature_over_covers() 
     floored, quadrature = seed_floored_halfwidth(h, z * s_seed), combine_log_halfwidths(h, z * s_seed)
     assert abs(float(np.mean(np.abs(test) <= floored)) - 0.9) < 0.01
     assert float(np.mean(np.abs(test) <= quadrature)) > 0.96
+
+
+def test_predict_epochs_interval_pools_families_with_too_few_models(tmp_path) -> None:
+    """`traintime predict`'s epochs interval: a family with 10 models is calibrated on its own residuals, one with
+    3 (fewer than 9) on every family's, and the note says so."""
+    import pandas as pd
+
+    from traintime.predict_plan import epochs_conformal
+
+    rng = np.random.default_rng(4)
+    fams = ["CNN"] * 200 + ["MLP"] * 60
+    models = [f"c{i % 10}" for i in range(200)] + [f"m{i % 3}" for i in range(60)]
+    t, p = _draw(rng, 260, 0.3)
+    t[200:] *= 3.0  # MLP residuals are larger: pooling narrows its interval, so the two rules differ
+    (tmp_path / "convergence_predictions").mkdir()
+    pd.DataFrame({"protocol": "lomo", "family": fams, "model": models, "epochs_measured": t,
+                  "epochs_predicted": p}).to_csv(
+        tmp_path / "convergence_predictions" / "m.csv", index=False)
+    q_cnn, _, note_cnn, _ = epochs_conformal(tmp_path, "m", "CNN", 0.9)
+    q_mlp, _, note_mlp, mlp_mape = epochs_conformal(tmp_path, "m", "MLP", 0.9)
+    own = SplitConformal(0.9, finite_sample=False)
+    assert q_cnn == pytest.approx(own.fit(t[:200], p[:200], models[:200]).log_halfwidth)
+    assert "every family" not in note_cnn and "(10 models)" in note_cnn
+    groups = [f"{f}/{m}" for f, m in zip(fams, models)]
+    assert q_mlp == pytest.approx(own.fit(t, p, groups).log_halfwidth)
+    assert q_mlp != pytest.approx(own.fit(t[200:], p[200:], models[200:]).log_halfwidth)
+    assert "(13 models, every family's: fewer than 9 models of MLP)" in note_mlp
+    assert mlp_mape == pytest.approx(100 * np.mean(np.abs(t[200:] - p[200:]) / t[200:]))  # the family's own error

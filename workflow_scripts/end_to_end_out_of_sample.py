@@ -41,8 +41,10 @@ def main(snakemake):
                      "cheapest = measured cheapest) and regret (measured cost of the predicted cheapest / cheapest - "
                      "1, %). `hours_interval_coverage_pct`: share of pairs whose measured hours lie in the 90 % "
                      "interval built as `traintime predict` builds it (split-conformal step and epochs half-widths, "
-                     "calibrated on the other held-out groups of the family, in quadrature). mean, sd (ddof=1) and "
-                     "95 % Student-t interval over seeds.")
+                     "calibrated on the other held-out groups of the family, or of every family where it has fewer "
+                     "than 9, in quadrature); `hours_interval_coverage_own_family_pct`: the same calibrated on the "
+                     "family's own groups however few (the rule before). mean, sd (ddof=1) and 95 % Student-t interval "
+                     "over seeds.")
     all_rows = summary[summary["family"] == "ALL"].set_index("metric")["mean"]
     log.info("end-to-end out of sample: hours MAPE %.1f %%, cost-rank Spearman %.2f, top-1 hit %.0f %%",
              all_rows["hours_mape_pct"], all_rows["cost_rank_spearman"], all_rows["cost_top1_hit_pct"])

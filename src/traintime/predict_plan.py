@@ -17,7 +17,8 @@ residual or infinite; ``results/tables/predict_interval_coverage.*`` reports the
   ``<data_dir>/iteration.csv`` (``compute_time_ms``: loader wait excluded; ``step_time_ms`` where a table
   lacks it), the efficiencies refitted without the held-out GPU, grouped by GPU;
 * epochs: out-of-fold predictions of the convergence method (``convergence_predictions/<method>.csv``,
-  protocol ``lomo``), grouped by model; with a partial validation curve (``--curve``) the errors of that
+  protocol ``lomo``), grouped by model; every family's where the family has fewer than
+  :func:`~traintime.chronos.conformal.min_calibration_groups` models (9 at 90 %); with a partial validation curve (``--curve``) the errors of that
   curve extrapolation on the local seed-study runs instead (:func:`curve_conformal`);
 * seed spread: the coverage quantile of the across-seed standard deviation of log epochs
   (``convergence.csv``). The residuals of single-seed labels already hold one draw of it, so it is not
@@ -84,24 +85,27 @@ def step_conformal(step_model: Any, rows: pd.DataFrame, family: str, coverage: f
                               f"{family} rows ({cp.n_groups_} GPUs; against {rows.attrs.get('measured', 'measured')})")
 
 
-def oof_epochs(data_dir: Path, method: str, family: str, protocol: str = "lomo") -> pd.DataFrame:
-    """The out-of-fold epochs of convergence ``method`` under ``protocol`` for ``family``
+def oof_epochs(data_dir: Path, method: str, family: str | None, protocol: str = "lomo") -> pd.DataFrame:
+    """The out-of-fold epochs of convergence ``method`` under ``protocol`` for ``family`` (None: every family)
     (``<data_dir>/convergence_predictions/<method>.csv``; rows with positive measured and predicted epochs; empty
     when the file is absent)."""
     path = data_dir / "convergence_predictions" / f"{method}.csv"
     if not path.exists():
-        return pd.DataFrame(columns=["model", "epochs_measured", "epochs_predicted"])
+        return pd.DataFrame(columns=["family", "model", "epochs_measured", "epochs_predicted"])
     from traintime.core.io import read_csv
 
     p = read_csv(path)
-    p = p[(p["protocol"] == protocol) & (p["family"] == family)]
+    p = p[(p["protocol"] == protocol) & ((p["family"] == family) if family is not None else True)]
     return p[(p["epochs_measured"] > 0) & (p["epochs_predicted"] > 0)]
 
 
 def epochs_conformal(data_dir: Path, method: str, family: str, coverage: float,
                      protocol: str = "lomo") -> tuple[float, float, str, float]:
-    """(epochs log half-width, seed-spread log half-width, note, MAPE % of the residuals): split conformal on
-    :func:`oof_epochs`, grouped by model under ``lomo`` (one residual per run under ``cv``)."""
+    """(epochs log half-width, seed-spread log half-width, note, MAPE % of the family's residuals): split conformal
+    on :func:`oof_epochs`, grouped by model under ``lomo`` (one residual per run under ``cv``); on every family's
+    residuals where ``family`` has fewer models (runs) than
+    :func:`~traintime.chronos.conformal.min_calibration_groups` (9 at 90 %: the release has 3-4 models per family)."""
+    from traintime.chronos.conformal import SplitConformal, min_calibration_groups
     from traintime.core.metrics import mape
 
     notes = []
@@ -109,14 +113,19 @@ def epochs_conformal(data_dir: Path, method: str, family: str, coverage: float,
     p = oof_epochs(data_dir, method, family, protocol)
     err_pct = mape(p["epochs_measured"], p["epochs_predicted"]) if len(p) else float("nan")
     grouped = protocol == "lomo"
-    if len(p) and (not grouped or p["model"].nunique() >= 2):
-        from traintime.chronos.conformal import SplitConformal
-
-        cp = SplitConformal(coverage, finite_sample=False).fit(p["epochs_measured"], p["epochs_predicted"],
-                                                              p["model"] if grouped else None)
+    m = min_calibration_groups(coverage)
+    pool = ""
+    if (p["model"].nunique() if grouped else len(p)) < m:
+        every = oof_epochs(data_dir, method, None, protocol)
+        if len(every) > len(p):
+            p, pool = every, f", every family's: fewer than {m} {'models' if grouped else 'runs'} of {family}"
+    if len(p) and (not grouped or p.groupby(["family", "model"]).ngroups >= 2):
+        cp = SplitConformal(coverage, finite_sample=False).fit(
+            p["epochs_measured"], p["epochs_predicted"],
+            (p["family"].astype(str) + "/" + p["model"].astype(str)) if grouped else None)
         q = cp.log_halfwidth
-        notes.append(f"epochs interval: split conformal on leave-one-model-out residuals ({cp.n_groups_} models)"
-                     if grouped else f"epochs interval: split conformal on {protocol} residuals ({cp.n_} runs)")
+        notes.append(f"epochs interval: split conformal on leave-one-model-out residuals ({cp.n_groups_} models{pool})"
+                     if grouped else f"epochs interval: split conformal on {protocol} residuals ({cp.n_} runs{pool})")
     if q != q:
         notes.append(f"epochs interval: none (no {protocol} predictions of {method} for {family} in "
                      f"{data_dir / 'convergence_predictions'})")

@@ -10,6 +10,11 @@ GPU with many rows does not dominate the quantile; the weighted quantile uses th
 ``ceil((n_groups + 1)(1 - alpha)) / n_groups`` on the group count. Without groups it is the textbook split
 conformal quantile ``ceil((n + 1)(1 - alpha))``-th smallest residual.
 
+:func:`min_calibration_groups` is the fewest calibration groups that can reach a nominal coverage at all (9 at
+90 %). Intervals calibrated per stratum (a family) take the pooled residuals of every stratum where a stratum has
+fewer (``strata`` of :func:`grouped_coverage`, :func:`calibration_mask`): with 2-3 held-out models per family, as in
+the released convergence data, a per-family quantile is one of two or three residual groups and under-covers.
+
 :func:`combine_log_halfwidths` adds independent log-scale half-widths in quadrature (the interval of
 hours = step x epochs; the seed spread only floors the epochs half-width,
 :func:`~traintime.chronos.interval_math.seed_floored_halfwidth`).
@@ -105,12 +110,43 @@ class SplitConformal:
 from traintime.chronos.interval_math import combine_log_halfwidths  # noqa: E402,F401  (re-exported)
 
 
+def min_calibration_groups(coverage: float) -> int:
+    """The fewest calibration groups ``n`` for which the finite-sample level ``ceil((n + 1) c) / n`` is at most 1,
+    i.e. ``n >= c / (1 - c)``: 9 at 90 %. Fewer groups cannot support a ``coverage`` interval (the corrected
+    quantile is infinite; the plain empirical one is a quantile of a handful of groups and under-covers)."""
+    if not 0 < coverage < 1:
+        raise TraintimeError(f"coverage {coverage} must be between 0 and 1")
+    return max(1, math.ceil(round(coverage / (1 - coverage), 9)))
+
+
+def calibration_mask(groups: Any, strata: Any, held_out: Any, coverage: float, group_weighted: bool = True,
+                     pool_below: int | None = None) -> tuple[np.ndarray, bool]:
+    """(rows that calibrate the interval of the rows ``held_out`` (a boolean mask), whether they are pooled): the
+    other rows of the held-out rows' stratum when those hold at least ``pool_below`` groups (rows when not
+    ``group_weighted``; None: :func:`min_calibration_groups`; 0: always, the stratum alone), else the other rows of
+    every stratum. ``strata`` None: one stratum."""
+    held = np.asarray(held_out, dtype=bool)
+    if strata is None:
+        return ~held, False
+    st = np.asarray(strata).astype(str)
+    same = (st == st[held][0]) & ~held if held.any() else ~held
+    n = len(np.unique(np.asarray(groups)[same])) if group_weighted else int(same.sum())
+    if n >= (min_calibration_groups(coverage) if pool_below is None else pool_below):
+        return same, False
+    return ~held, True
+
+
 def grouped_coverage(y_true: Any, y_pred: Any, groups: Any, coverage: float = 0.9,
                      finite_sample: bool = True, min_groups: int = 1, floor: float = float("nan"),
-                     group_weighted: bool = True) -> dict[str, float]:
+                     group_weighted: bool = True, strata: Any = None,
+                     pool_below: int | None = None) -> dict[str, float]:
     """Leave-one-group-out check of the conformal interval itself: for each group, calibrate on the other
     groups' residuals and count how many of this group's measurements its interval holds. A group whose
-    calibration set has fewer than 2 rows or fewer than ``min_groups`` groups is not scored. ``floor``: a log
+    calibration set has fewer than 2 rows or fewer than ``min_groups`` groups is not scored. ``strata`` (one label
+    per row, e.g. the family): a group is a (stratum, group) pair, calibrated as :func:`calibration_mask` says
+    (its stratum's other groups, or every stratum's where its own has fewer than ``pool_below``: by default
+    :func:`min_calibration_groups`, 0 never pools); ``pooled_groups`` counts the
+    held-out groups calibrated on the pool. ``floor``: a log
     half-width the interval is never narrower than (:func:`~traintime.chronos.interval_math.seed_floored_halfwidth`;
     NaN: none). ``group_weighted`` false: the calibration weighs every residual alike (one group per row, as
     ``traintime predict`` calibrates on shuffled K-fold residuals). ``hits``: per scored row, in the order of
@@ -118,15 +154,19 @@ def grouped_coverage(y_true: Any, y_pred: Any, groups: Any, coverage: float = 0.
     from traintime.chronos.interval_math import seed_floored_halfwidth
 
     yt, yp, g = np.asarray(y_true, float), np.asarray(y_pred, float), np.asarray(groups)
-    hits, n = 0, 0
+    if strata is not None:  # a group is a (stratum, group) pair: fold "0" of two families are two groups
+        g = np.char.add(np.char.add(np.asarray(strata).astype(str), "\x1f"), g.astype(str))
+    hits, n, pooled = 0, 0, 0
     widths = []
     per_row: list[bool | None] = [None] * len(yt)
     row_q = np.full(len(yt), np.nan)
     for label in np.unique(g):
         test = g == label
-        if (~test).sum() < 2 or len(np.unique(g[~test])) < min_groups:
+        cal, from_pool = calibration_mask(g, strata, test, coverage, group_weighted, pool_below)
+        if cal.sum() < 2 or len(np.unique(g[cal])) < min_groups:
             continue
-        cp = SplitConformal(coverage, finite_sample).fit(yt[~test], yp[~test], g[~test] if group_weighted else None)
+        pooled += int(from_pool)
+        cp = SplitConformal(coverage, finite_sample).fit(yt[cal], yp[cal], g[cal] if group_weighted else None)
         q = seed_floored_halfwidth(cp.q_, floor)
         with np.errstate(divide="ignore", invalid="ignore"):  # a non-positive value is never held
             held = np.abs(np.log(yt[test] / yp[test])) <= q + 1e-12  # a residual equal to q is held (round-off)
@@ -137,5 +177,5 @@ def grouped_coverage(y_true: Any, y_pred: Any, groups: Any, coverage: float = 0.
             per_row[i] = bool(h)
         row_q[test] = q
     return {"nominal": coverage, "measured": hits / n if n else float("nan"), "n": n, "covered": hits,
-            "groups": int(len(np.unique(g))), "median_log_halfwidth": float(np.median(widths)) if widths else float("nan"),
+            "groups": int(len(np.unique(g))), "pooled_groups": pooled, "median_log_halfwidth": float(np.median(widths)) if widths else float("nan"),
             "hits": per_row, "log_halfwidths": row_q}

@@ -4,7 +4,9 @@ coverage on grouped folds, and the curve-extrapolation evaluation (issue 14).
 * :func:`seed_spread`: per configuration of the local seed study, the spread of T_conv over seeds.
 * :func:`interval_coverage`: for out-of-fold predictions of the released data, the 90 % (``coverage``)
   epoch interval ``traintime predict`` prints, built for each held-out fold from the residuals of the *other*
-  folds of the same family only (a cross-conformal construction, so no held-out run calibrates its own interval):
+  folds of the same family, or of every family where the family has fewer than
+  :func:`~traintime.chronos.conformal.min_calibration_groups` other folds (runs under CV) to calibrate on
+  (a cross-conformal construction, so no held-out run calibrates its own interval):
 
   ``residual``      split conformal as :func:`traintime.predict_plan.epochs_conformal` builds it
                     (:class:`~traintime.chronos.conformal.SplitConformal`, no finite-sample correction, grouped
@@ -19,6 +21,8 @@ coverage on grouped folds, and the curve-extrapolation evaluation (issue 14).
   widening them in quadrature by the seed spread would count it twice and over-cover. ``seed_floored``
   takes the model part out and puts the seed part back, which leaves the residual interval unless it is
   narrower than the seed spread alone.
+  ``residual_own_family`` (:data:`OWN_FAMILY`) ``residual`` calibrated on the family's other folds however few
+  they are (the rule before pooling; beside it for comparison).
 * :func:`curve_extrapolation_errors`: leave-one-configuration-out MAPE of the stopping epoch
   predicted from the first k epochs (:mod:`traintime.chronos.curves`).
 """
@@ -63,6 +67,11 @@ def pooled_log_sd(spread: pd.DataFrame) -> float:
     return float(np.sqrt(np.sum(dof * s["sd_log10"].to_numpy() ** 2) / dof.sum()))
 
 
+#: interval kind of :func:`interval_coverage` calibrated on the held-out fold's own family only, however few its
+#: other folds (the rule before the pooling one; ``residual`` otherwise)
+OWN_FAMILY = "residual_own_family"
+
+
 def interval_coverage(preds: pd.DataFrame, seed_log_sd: float, coverage: float = 0.9) -> pd.DataFrame:
     """Coverage of cross-fold intervals per (protocol, method, seed, interval kind).
 
@@ -75,16 +84,18 @@ def interval_coverage(preds: pd.DataFrame, seed_log_sd: float, coverage: float =
     from traintime.chronos.conformal import grouped_coverage
 
     zs = float(norm.ppf((1 + coverage) / 2)) * seed_log_sd * np.log(10.0)  # natural log, as predict
-    kinds = {"residual": float("nan"), **({"seed_floored": zs} if np.isfinite(seed_log_sd) else {})}
+    nan = float("nan")
+    kinds = {"residual": (nan, None), **({"seed_floored": (zs, None)} if np.isfinite(seed_log_sd) else {}),
+             OWN_FAMILY: (nan, 0)}  # (floor, pool_below)
     rows = []
     for (protocol, method, seed), g in preds.groupby(["protocol", "method", "seed"], sort=False):
         res: dict[str, list[tuple[bool, float]]] = {k: [] for k in kinds}
-        for _, gf in g.groupby("family", sort=True):
-            for kind, floor in kinds.items():
-                cov = grouped_coverage(gf["epochs_measured"], gf["epochs_predicted"], gf["held_out"].astype(str),
-                                       coverage, finite_sample=False, floor=floor, group_weighted=protocol != "cv")
-                res[kind].extend((h, float(np.exp(2 * q))) for h, q in zip(cov["hits"], cov["log_halfwidths"])
-                                 if h is not None)
+        for kind, (floor, pool_below) in kinds.items():
+            cov = grouped_coverage(g["epochs_measured"], g["epochs_predicted"], g["held_out"].astype(str), coverage,
+                                   finite_sample=False, floor=floor, group_weighted=protocol != "cv",
+                                   strata=g["family"], pool_below=pool_below)
+            res[kind].extend((h, float(np.exp(2 * q))) for h, q in zip(cov["hits"], cov["log_halfwidths"])
+                             if h is not None)
         for kind, hits in res.items():
             if hits:
                 rows.append(dict(protocol=protocol, method=method, seed=int(seed), interval=kind, n_runs=len(hits),

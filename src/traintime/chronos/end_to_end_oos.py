@@ -23,7 +23,7 @@ over pairs; the GPU cost ranking per configuration (GPUs with a price): Spearman
 and measured cost, top-1 hit (the predicted cheapest GPU is the measured cheapest) and its regret (measured cost
 of the predicted cheapest / measured cheapest - 1); and how often the 90 % hours interval built as ``traintime
 predict`` builds it (step and epochs split-conformal half-widths in quadrature, calibrated on the other held-out
-groups) held the measured hours (:func:`hours_interval_hits`). Then mean, sd and 95 % t interval over seeds.
+groups of the family, or of every family where it has fewer than 9) held the measured hours (:func:`hours_interval_hits`). Then mean, sd and 95 % t interval over seeds.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ HOLDOUT_COLUMN: dict[str, str] = {"lomo": "model", "lodo": "dataset"}
 RUN_KEYS: tuple[str, ...] = ("family", "model", "dataset", "optimizer", "batch_size", "learning_rate")
 METRICS: tuple[str, ...] = ("step_mape_pct", "epochs_mape_pct", "hours_mape_pct", "hours_median_ape_pct",
                             "cost_mape_pct", "cost_rank_spearman", "cost_top1_hit_pct", "cost_top1_regret_pct",
-                            "hours_interval_coverage_pct")
+                            "hours_interval_coverage_pct", "hours_interval_coverage_own_family_pct")
 SUMMARY_COLUMNS = ["protocol", "step_entry", "convergence_method", "family", "metric", "mean", "sd", "ci95_low",
                    "ci95_high", "n_seeds", "n_configurations", "n_pairs"]
 PAIR_COLUMNS = ["seed", "family", "model", "dataset", "optimizer", "batch_size", "learning_rate", "precision_bits",
@@ -204,34 +204,48 @@ def end_to_end_pairs(iteration: pd.DataFrame, convergence: pd.DataFrame, predict
     return out[PAIR_COLUMNS]
 
 
-def hours_interval_hits(p: pd.DataFrame, group: str, coverage: float = 0.9) -> np.ndarray:
-    """Whether each pair's measured hours lie in the ``coverage`` interval ``traintime predict`` would print:
-    per family, for each held-out ``group`` (the protocol's held-out column), split conformal (grouped by
-    ``group``, no finite-sample correction) on the *other* groups' step residuals (one per pair) and epochs
-    residuals (one per configuration), the two log half-widths in quadrature
-    (:func:`~traintime.chronos.interval_math.combine_log_halfwidths`): the held-out half-widths of
-    :func:`~traintime.chronos.conformal.grouped_coverage`. Pairs of a family with fewer than three groups (two to
-    calibrate on) are not scored. One entry per scored pair, in the order of ``p`` within each family."""
+def hours_interval_held(p: pd.DataFrame, group: str, coverage: float = 0.9,
+                        pool_below: int | None = None) -> np.ndarray:
+    """Per pair of ``p`` (one seed), whether its measured hours lie in the ``coverage`` interval ``traintime
+    predict`` would print (1.0 / 0.0; NaN: not scored): for each held-out ``group`` (the protocol's held-out column)
+    of a family, split conformal (grouped by ``group``, no finite-sample correction) on the *other* groups' step
+    residuals (one per pair) and epochs residuals (one per configuration) of that family, or of every family where
+    the family has fewer other groups than ``pool_below`` (:func:`~traintime.chronos.conformal.calibration_mask`;
+    None: :func:`~traintime.chronos.conformal.min_calibration_groups`, 0: the family's own however few), the two log
+    half-widths in quadrature (:func:`~traintime.chronos.interval_math.combine_log_halfwidths`): the held-out
+    half-widths of :func:`~traintime.chronos.conformal.grouped_coverage`. A pair whose step calibration has fewer
+    than two groups is not scored."""
     from traintime.chronos.conformal import grouped_coverage
 
-    hits: list[np.ndarray] = []
-    runs_all = p.assign(_c=_config_id(p)).drop_duplicates("_c")
-    for fam, g in p.groupby("family", sort=True):
-        runs = runs_all[runs_all["family"] == fam]
-        held = g[group].astype(str)
-        qs = grouped_coverage(g["step_ms_measured"], g["step_ms_predicted"], held, coverage, finite_sample=False,
-                              min_groups=2)["log_halfwidths"]
-        qe = grouped_coverage(runs["epochs_measured"], runs["epochs_predicted"], runs[group].astype(str), coverage,
-                              finite_sample=False)["log_halfwidths"]
-        qe = held.map(dict(zip(runs[group].astype(str), qe))).to_numpy(dtype=float)
-        qh = np.hypot(qs, qe)  # combine_log_halfwidths, per pair; NaN where either side was not calibrated
-        r = np.abs(np.log(g["hours_measured"].to_numpy(float) / g["hours_predicted"].to_numpy(float)))
-        scored = np.isfinite(qh)
-        hits.append(r[scored] <= qh[scored] + 1e-12)
-    return np.concatenate(hits) if hits else np.zeros(0, dtype=bool)
+    if p.empty:
+        return np.zeros(0)
+    fam, held = p["family"].astype(str), p[group].astype(str)
+    qs = grouped_coverage(p["step_ms_measured"], p["step_ms_predicted"], held, coverage, finite_sample=False,
+                          min_groups=2, strata=fam, pool_below=pool_below)["log_halfwidths"]
+    runs = p.assign(_c=_config_id(p)).drop_duplicates("_c")
+    run_key = runs["family"].astype(str) + "\x1f" + runs[group].astype(str)
+    qe_runs = grouped_coverage(runs["epochs_measured"], runs["epochs_predicted"], runs[group].astype(str), coverage,
+                               finite_sample=False, strata=runs["family"], pool_below=pool_below)["log_halfwidths"]
+    qe = (fam + "\x1f" + held).map(dict(zip(run_key, qe_runs))).to_numpy(dtype=float)
+    qh = np.hypot(qs, qe)  # combine_log_halfwidths, per pair; NaN where either side was not calibrated
+    r = np.abs(np.log(p["hours_measured"].to_numpy(float) / p["hours_predicted"].to_numpy(float)))
+    return np.where(np.isfinite(qh), (r <= qh + 1e-12).astype(float), np.nan)
 
 
-def _seed_metrics(p: pd.DataFrame, group: str, coverage: float) -> dict[str, float]:
+def hours_interval_hits(p: pd.DataFrame, group: str, coverage: float = 0.9,
+                        pool_below: int | None = None) -> np.ndarray:
+    """The scored pairs of :func:`hours_interval_held` (booleans, in the order of ``p``)."""
+    h = hours_interval_held(p, group, coverage, pool_below)
+    return h[np.isfinite(h)].astype(bool)
+
+
+def _coverage_pct(held: pd.Series) -> float:
+    h = held.dropna()
+    return 100.0 * float(h.mean()) if len(h) else np.nan
+
+
+def _seed_metrics(p: pd.DataFrame) -> dict[str, float]:
+    """The metrics of one seed's pairs ``p`` (with the ``_held`` columns of :func:`end_to_end_summary`)."""
     cfg = _config_id(p)
     runs = p.assign(_c=cfg).drop_duplicates("_c")
     ape_h = np.abs(p["hours_predicted"] - p["hours_measured"]) / p["hours_measured"] * 100
@@ -253,20 +267,27 @@ def _seed_metrics(p: pd.DataFrame, group: str, coverage: float) -> dict[str, flo
             "cost_rank_spearman": float(np.nanmean(rho)) if rho else np.nan,
             "cost_top1_hit_pct": float(np.mean(hit)) if hit else np.nan,
             "cost_top1_regret_pct": float(np.mean(regret)) if regret else np.nan,
-            "hours_interval_coverage_pct": 100.0 * float(hits.mean()) if (hits := hours_interval_hits(
-                p, group, coverage)).size else np.nan,
+            "hours_interval_coverage_pct": _coverage_pct(p["_held"]),
+            "hours_interval_coverage_own_family_pct": _coverage_pct(p["_held_own_family"]),
             "_n_configurations": float(runs.shape[0]), "_n_pairs": float(len(p))}
 
 
 def end_to_end_summary(pairs: pd.DataFrame, protocol: str, entry: tuple[str, str],
                        convergence_method: str, coverage: float = 0.9) -> pd.DataFrame:
     """Per family and ``ALL``, every metric of :data:`METRICS`: mean, sd and 95 % t interval over seeds
-    (:data:`SUMMARY_COLUMNS`). ``hours_interval_coverage_pct``: :func:`hours_interval_hits` at ``coverage``
-    (``ALL`` pools the families' pairs, each against its own family's interval)."""
+    (:data:`SUMMARY_COLUMNS`). ``hours_interval_coverage_pct``: :func:`hours_interval_held` at ``coverage``,
+    computed per seed over every family's pairs (a family with too few groups calibrates on every family's) and
+    then shown per family and ``ALL``; ``hours_interval_coverage_own_family_pct``: the same calibrated on each
+    family's own groups however few (the rule before pooling)."""
     rows = []
+    group, pairs = HOLDOUT_COLUMN[protocol], pairs.reset_index(drop=True)
+    held = {k: pd.concat([pd.Series(hours_interval_held(g, group, coverage, pool_below), index=g.index)
+                          for _, g in pairs.groupby("seed", sort=True)]) for k, pool_below in
+            (("_held", None), ("_held_own_family", 0))}
+    pairs = pairs.assign(**held)
     for fam in [*sorted(pairs["family"].unique()), "ALL"]:
         sub = pairs if fam == "ALL" else pairs[pairs["family"] == fam]
-        per_seed = [_seed_metrics(g, HOLDOUT_COLUMN[protocol], coverage) for _, g in sub.groupby("seed", sort=True)]
+        per_seed = [_seed_metrics(g) for _, g in sub.groupby("seed", sort=True)]
         for metric in METRICS:
             m, sd, lo, hi = mean_sd_ci95([s[metric] for s in per_seed])
             rows.append({"protocol": protocol, "step_entry": f"{entry[0]}+{entry[1]}",

@@ -9,7 +9,9 @@ Per family:
   GPUs or 3-4 models the corrected one is the largest residual or infinite), and the *measured* coverage of each: for
   every GPU the interval is calibrated on the other GPUs' out-of-fold residuals and checked on this GPU's
   rows (:func:`traintime.chronos.conformal.grouped_coverage`);
-* epochs: the same for the convergence method's ``lomo`` out-of-fold predictions, grouped by model.
+* epochs: the same for the convergence method's ``lomo`` out-of-fold predictions, grouped by model; a family with
+  fewer models than :func:`~traintime.chronos.conformal.min_calibration_groups` (9 at 90 %; the release has 3-4 per
+  family) is calibrated on every family's models (:func:`epochs_coverage_rows`).
 
 The table has one row per (quantity, family, variant): nominal and measured coverage, rows, groups,
 median interval factor (``exp(log half-width)``) and the out-of-fold MAPE of the point estimate; family
@@ -25,7 +27,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from traintime.chronos.conformal import SplitConformal, grouped_coverage
+from traintime.chronos.conformal import (
+    SplitConformal,
+    grouped_coverage,
+    min_calibration_groups,
+)
 from traintime.chronos.neighbour_frozen import SPEC_COLUMNS, kernel_shares
 from traintime.chronos.roofline_step import RooflineStepTime
 from traintime.core.metrics import ape, mape
@@ -141,18 +147,53 @@ def calibrate(iteration: pd.DataFrame, specs: pd.DataFrame, coverage: float = 0.
                                 "step_log_halfwidth": q, "step_log_halfwidth_finite_sample": qf,
                                 "logo_mape_pct": mape(y, p)}
         table += _coverage_rows("step_ms (roofline, leave-one-GPU-out)", fam, y, p, groups, coverage,
-                                {"against": measured})
+                                {"against": measured, "calibrated_on": f"{fam} GPUs"})
     if convergence_predictions is not None and len(convergence_predictions):
-        c = convergence_predictions[convergence_predictions["protocol"] == "lomo"]
-        c = c[(c["epochs_measured"] > 0) & (c["epochs_predicted"] > 0)]
-        for fam in sorted(c["family"].unique()):
-            cf = c[c["family"] == fam]
-            if cf["model"].nunique() < 3:
-                continue
-            table += _coverage_rows(f"epochs ({method}, leave-one-model-out)", fam,
-                                    cf["epochs_measured"].to_numpy(float), cf["epochs_predicted"].to_numpy(float),
-                                    cf["model"].astype(str).to_numpy(), coverage, {"against": "epochs_measured"})
+        table += epochs_coverage_rows(convergence_predictions, method, coverage)
     return cal, pooled_rows(pd.DataFrame(table))
+
+
+#: variant of the epochs rows calibrated on the family's own models however few (the rule before pooling)
+OWN_FAMILY_VARIANT = "empirical quantile, own family only (before)"
+
+
+def epochs_coverage_rows(convergence_predictions: pd.DataFrame, method: str, coverage: float) -> list[dict[str, Any]]:
+    """Coverage rows of the epoch interval on the ``lomo`` out-of-fold predictions, per family and variant: each
+    held-out model's interval calibrated on the other models of its family, or of every family where its family has
+    fewer than :func:`~traintime.chronos.conformal.min_calibration_groups` (``calibrated_on``; as ``traintime
+    predict`` calibrates, :func:`traintime.predict_plan.epochs_conformal`); :data:`OWN_FAMILY_VARIANT` beside them.
+    None with fewer than 3 models in all."""
+    c = convergence_predictions[convergence_predictions["protocol"] == "lomo"]
+    c = c[(c["epochs_measured"] > 0) & (c["epochs_predicted"] > 0)].reset_index(drop=True)
+    if c.groupby(["family", "model"]).ngroups < 3:
+        return []
+    y, p = c["epochs_measured"].to_numpy(float), c["epochs_predicted"].to_numpy(float)
+    models, fams = c["model"].astype(str).to_numpy(), c["family"].astype(str).to_numpy()
+    m = min_calibration_groups(coverage)
+    out = []
+    for finite, pool_below, variant in ((True, None, "finite-sample (guarantee)"), (False, None, "empirical quantile"),
+                                        (False, 0, OWN_FAMILY_VARIANT)):
+        cov = grouped_coverage(y, p, models, coverage, finite_sample=finite, strata=fams, pool_below=pool_below)
+        held = np.array([h is not None for h in cov["hits"]])
+        hit = np.array([bool(h) for h in cov["hits"]])
+        for fam in sorted(set(fams)):
+            f = fams == fam
+            own = len(np.unique(models[f])) >= (m if pool_below is None else pool_below)
+            cal = f if own else np.ones(len(c), dtype=bool)
+            q = SplitConformal(coverage, finite).fit(y[cal], p[cal], np.char.add(fams[cal], models[cal])).log_halfwidth
+            scored = f & held
+            out.append({"quantity": f"epochs ({method}, leave-one-model-out)", "family": fam, "variant": variant,
+                        "nominal_coverage": coverage,
+                        "measured_coverage": float(hit[scored].mean()) if scored.any() else float("nan"),
+                        "rows": int(scored.sum()), "groups": int(len(np.unique(models[f]))),
+                        "interval_factor_all_groups": math.exp(q),
+                        "median_interval_factor_held_out": math.exp(float(np.median(cov["log_halfwidths"][scored])))
+                        if scored.any() else float("nan"),
+                        "oof_mape_pct": mape(y[f], p[f]), "against": "epochs_measured",
+                        "calibrated_on": f"{fam} models" if own else f"every family's models (fewer than {m} {fam})",
+                        "covered": int(hit[scored].sum()), "ape_sum": float(np.sum(ape(y[f], p[f]))),
+                        "ape_rows": int(f.sum())})
+    return out
 
 
 def load_calibration(path: Any) -> dict[str, Any] | None:

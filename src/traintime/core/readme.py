@@ -138,9 +138,9 @@ BLOCKS: dict[str, tuple[str, Callable[[Path], str]]] = {
         p, ["quantity", "variant", "rows", "groups", "nominal_coverage", "measured_coverage",
             "interval_factor_all_groups"], digits=".3f")),
     "predict-epoch-intervals": ("tables/predict_interval_coverage.csv", lambda p: _table(
-        p, ["quantity", "family", "rows", "groups", "nominal_coverage", "measured_coverage",
+        p, ["family", "variant", "rows", "groups", "calibrated_on", "nominal_coverage", "measured_coverage",
             "interval_factor_all_groups", "oof_mape_pct"],
-        query="quantity.str.startswith('epochs') and variant == 'empirical quantile'", digits=".3f")),
+        query="quantity.str.startswith('epochs') and variant != 'finite-sample (guarantee)'", digits=".3f")),
     "iteration-noise-floor": ("tables/iteration_noise_floor.csv", lambda p: _table(
         p, ["label", "family", "rows", "groups", "replicates_per_group", "oracle_mape_pct", "loo_replicate_mape_pct",
             "loo_replicate_median_ape_pct"], digits=".1f")),

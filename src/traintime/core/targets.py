@@ -131,8 +131,9 @@ def _coverage(protocol: str) -> Target:
                   "coverage_mean_pct",
                   "`{epochs_model}`: `predict`'s split-conformal interval floored at the seed spread",
                   lower=85.0, upper=95.0, sd="coverage_sd_pct", n="n_seeds",
-                  previous=f"protocol == '{protocol}' and method == '{{epochs_model}}' and interval == 'residual'",
-                  previous_label="split conformal alone (no seed floor)")
+                  previous=f"protocol == '{protocol}' and method == '{{epochs_model}}' and interval == "
+                           "'residual_own_family'",
+                  previous_label="calibrated on the family's own folds only (before)")
 
 
 def _external(precision: str, goal: str, value: str, lower: float | None, upper: float | None,
@@ -192,8 +193,8 @@ TARGETS: tuple[Target, ...] = (
            "quantity.str.startswith('epochs') and family == 'all' and variant == 'empirical quantile'",
            "measured_coverage", "the epoch interval `predict` prints (split-conformal, `{epochs_model}`)",
            lower=85.0, upper=95.0, scale=100.0,
-           previous="quantity.str.startswith('epochs') and family == 'all' and variant == 'finite-sample (guarantee)'",
-           previous_label="finite-sample variant"),
+           previous="quantity.str.startswith('epochs') and family == 'all' and variant.str.contains('own family')",
+           previous_label="calibrated on the family's own models only (before)"),
 )
 
 
