@@ -85,8 +85,8 @@ def step_conformal(step_model: Any, rows: pd.DataFrame, family: str, coverage: f
                               f"{family} rows ({cp.n_groups_} GPUs; against {rows.attrs.get('measured', 'measured')})")
 
 
-def oof_epochs(data_dir: Path, method: str, family: str | None, protocol: str = "lomo") -> pd.DataFrame:
-    """The out-of-fold epochs of convergence ``method`` under ``protocol`` for ``family`` (None: every family)
+def oof_epochs(data_dir: Path, method: str, protocol: str = "lomo") -> pd.DataFrame:
+    """The out-of-fold epochs of convergence ``method`` under ``protocol``, every family
     (``<data_dir>/convergence_predictions/<method>.csv``; rows with positive measured and predicted epochs; empty
     when the file is absent)."""
     path = data_dir / "convergence_predictions" / f"{method}.csv"
@@ -95,7 +95,7 @@ def oof_epochs(data_dir: Path, method: str, family: str | None, protocol: str = 
     from traintime.core.io import read_csv
 
     p = read_csv(path)
-    p = p[(p["protocol"] == protocol) & ((p["family"] == family) if family is not None else True)]
+    p = p[p["protocol"] == protocol]
     return p[(p["epochs_measured"] > 0) & (p["epochs_predicted"] > 0)]
 
 
@@ -110,15 +110,14 @@ def epochs_conformal(data_dir: Path, method: str, family: str, coverage: float,
 
     notes = []
     q = s = float("nan")
-    p = oof_epochs(data_dir, method, family, protocol)
+    every = oof_epochs(data_dir, method, protocol)
+    p = every[every["family"] == family]
     err_pct = mape(p["epochs_measured"], p["epochs_predicted"]) if len(p) else float("nan")
     grouped = protocol == "lomo"
     m = min_calibration_groups(coverage)
     pool = ""
-    if (p["model"].nunique() if grouped else len(p)) < m:
-        every = oof_epochs(data_dir, method, None, protocol)
-        if len(every) > len(p):
-            p, pool = every, f", every family's: fewer than {m} {'models' if grouped else 'runs'} of {family}"
+    if (p["model"].nunique() if grouped else len(p)) < m and len(every) > len(p):
+        p, pool = every, f", every family's: fewer than {m} {'models' if grouped else 'runs'} of {family}"
     if len(p) and (not grouped or p.groupby(["family", "model"]).ngroups >= 2):
         cp = SplitConformal(coverage, finite_sample=False).fit(
             p["epochs_measured"], p["epochs_predicted"],
