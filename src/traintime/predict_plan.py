@@ -105,7 +105,11 @@ def epochs_conformal(data_dir: Path, method: str, family: str, coverage: float,
     on :func:`oof_epochs`, grouped by model under ``lomo`` (one residual per run under ``cv``); on every family's
     residuals where ``family`` has fewer models (runs) than
     :func:`~traintime.chronos.conformal.min_calibration_groups` (9 at 90 %: the release has 3-4 models per family)."""
-    from traintime.chronos.conformal import SplitConformal, min_calibration_groups
+    from traintime.chronos.conformal import (
+        SplitConformal,
+        min_calibration_groups,
+        stratum_groups,
+    )
     from traintime.core.metrics import mape
 
     notes = []
@@ -121,7 +125,7 @@ def epochs_conformal(data_dir: Path, method: str, family: str, coverage: float,
     if len(p) and (not grouped or p.groupby(["family", "model"]).ngroups >= 2):
         cp = SplitConformal(coverage, finite_sample=False).fit(
             p["epochs_measured"], p["epochs_predicted"],
-            (p["family"].astype(str) + "/" + p["model"].astype(str)) if grouped else None)
+            stratum_groups(p["family"], p["model"]) if grouped else None)
         q = cp.log_halfwidth
         notes.append(f"epochs interval: split conformal on leave-one-model-out residuals ({cp.n_groups_} models{pool})"
                      if grouped else f"epochs interval: split conformal on {protocol} residuals ({cp.n_} runs{pool})")

@@ -119,6 +119,11 @@ def min_calibration_groups(coverage: float) -> int:
     return max(1, math.ceil(round(coverage / (1 - coverage), 9)))
 
 
+def stratum_groups(strata: Any, groups: Any) -> np.ndarray:
+    """One label per row for the (stratum, group) pair: fold "0" of two families are two groups."""
+    return np.char.add(np.char.add(np.asarray(strata).astype(str), "\x1f"), np.asarray(groups).astype(str))
+
+
 def calibration_mask(groups: Any, strata: Any, held_out: Any, coverage: float, group_weighted: bool = True,
                      pool_below: int | None = None) -> tuple[np.ndarray, bool]:
     """(rows that calibrate the interval of the rows ``held_out`` (a boolean mask), whether they are pooled): the
@@ -154,8 +159,8 @@ def grouped_coverage(y_true: Any, y_pred: Any, groups: Any, coverage: float = 0.
     from traintime.chronos.interval_math import seed_floored_halfwidth
 
     yt, yp, g = np.asarray(y_true, float), np.asarray(y_pred, float), np.asarray(groups)
-    if strata is not None:  # a group is a (stratum, group) pair: fold "0" of two families are two groups
-        g = np.char.add(np.char.add(np.asarray(strata).astype(str), "\x1f"), g.astype(str))
+    if strata is not None:
+        g = stratum_groups(strata, g)
     hits, n, pooled = 0, 0, 0
     widths = []
     per_row: list[bool | None] = [None] * len(yt)

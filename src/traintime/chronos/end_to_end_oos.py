@@ -215,7 +215,7 @@ def hours_interval_held(p: pd.DataFrame, group: str, coverage: float = 0.9,
     half-widths in quadrature (:func:`~traintime.chronos.interval_math.combine_log_halfwidths`): the held-out
     half-widths of :func:`~traintime.chronos.conformal.grouped_coverage`. A pair whose step calibration has fewer
     than two groups is not scored."""
-    from traintime.chronos.conformal import grouped_coverage
+    from traintime.chronos.conformal import grouped_coverage, stratum_groups
 
     if p.empty:
         return np.zeros(0)
@@ -223,10 +223,10 @@ def hours_interval_held(p: pd.DataFrame, group: str, coverage: float = 0.9,
     qs = grouped_coverage(p["step_ms_measured"], p["step_ms_predicted"], held, coverage, finite_sample=False,
                           min_groups=2, strata=fam, pool_below=pool_below)["log_halfwidths"]
     runs = p.assign(_c=_config_id(p)).drop_duplicates("_c")
-    run_key = runs["family"].astype(str) + "\x1f" + runs[group].astype(str)
+    run_key = stratum_groups(runs["family"], runs[group])
     qe_runs = grouped_coverage(runs["epochs_measured"], runs["epochs_predicted"], runs[group].astype(str), coverage,
                                finite_sample=False, strata=runs["family"], pool_below=pool_below)["log_halfwidths"]
-    qe = (fam + "\x1f" + held).map(dict(zip(run_key, qe_runs))).to_numpy(dtype=float)
+    qe = pd.Series(stratum_groups(fam, held)).map(dict(zip(run_key, qe_runs))).to_numpy(dtype=float)
     qh = np.hypot(qs, qe)  # combine_log_halfwidths, per pair; NaN where either side was not calibrated
     r = np.abs(np.log(p["hours_measured"].to_numpy(float) / p["hours_predicted"].to_numpy(float)))
     return np.where(np.isfinite(qh), (r <= qh + 1e-12).astype(float), np.nan)

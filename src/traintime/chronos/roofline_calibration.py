@@ -31,6 +31,7 @@ from traintime.chronos.conformal import (
     SplitConformal,
     grouped_coverage,
     min_calibration_groups,
+    stratum_groups,
 )
 from traintime.chronos.neighbour_frozen import SPEC_COLUMNS, kernel_shares
 from traintime.chronos.roofline_step import RooflineStepTime
@@ -180,7 +181,8 @@ def epochs_coverage_rows(convergence_predictions: pd.DataFrame, method: str, cov
             f = fams == fam
             own = len(np.unique(models[f])) >= (m if pool_below is None else pool_below)
             cal = f if own else np.ones(len(c), dtype=bool)
-            q = SplitConformal(coverage, finite).fit(y[cal], p[cal], np.char.add(fams[cal], models[cal])).log_halfwidth
+            cp = SplitConformal(coverage, finite).fit(y[cal], p[cal], stratum_groups(fams[cal], models[cal]))
+            q = cp.log_halfwidth
             scored = f & held
             out.append({"quantity": f"epochs ({method}, leave-one-model-out)", "family": fam, "variant": variant,
                         "nominal_coverage": coverage,
