@@ -190,7 +190,7 @@ def test_hours_interval_reaches_nominal_coverage_with_independent_step_and_epoch
     """Step errors per pair and epoch errors per configuration drawn independently (log-normal): the hours
     interval built as predict builds it (two conformal half-widths in quadrature, calibrated on the other
     models) holds ~90 % of held-out pairs; a family with two models cannot be scored."""
-    from traintime.chronos.end_to_end_oos import hours_interval_hits
+    from traintime.chronos.end_to_end_oos import hours_interval_held
 
     rng = np.random.default_rng(1)
     rows = []
@@ -203,10 +203,10 @@ def test_hours_interval_reaches_nominal_coverage_with_independent_step_and_epoch
                          "step_ms_measured": s_meas, "epochs_predicted": 20.0, "epochs_measured": e_meas,
                          "hours_predicted": 200.0, "hours_measured": s_meas * e_meas})
     pairs = pd.DataFrame(rows)
-    hits = hours_interval_hits(pairs, "model", 0.9)
-    assert len(hits) == len(pairs) and abs(100 * hits.mean() - 90.0) < 3.0
+    held = hours_interval_held(pairs, "model", 0.9)
+    assert len(held) == len(pairs) and np.isfinite(held).all() and abs(100 * held.mean() - 90.0) < 3.0
     two = pairs[pairs["model"].isin(["m0", "m1"])]
-    assert hours_interval_hits(two, "model", 0.9).size == 0
+    assert len(two) and np.isnan(hours_interval_held(two, "model", 0.9)).all()
 
 
 def test_family_rows_of_the_hours_interval_are_calibrated_as_predict_calibrates() -> None:

@@ -109,6 +109,7 @@ def epochs_conformal(data_dir: Path, method: str, family: str, coverage: float,
         SplitConformal,
         min_calibration_groups,
         stratum_groups,
+        stratum_pool,
     )
     from traintime.core.metrics import mape
 
@@ -120,7 +121,8 @@ def epochs_conformal(data_dir: Path, method: str, family: str, coverage: float,
     grouped = protocol == "lomo"
     m = min_calibration_groups(coverage)
     pool = ""
-    if (p["model"].nunique() if grouped else len(p)) < m and len(every) > len(p):
+    _, pooled = stratum_pool(every["model"], every["family"], family, coverage, group_weighted=grouped)
+    if pooled and len(every) > len(p):
         p, pool = every, f", every family's: fewer than {m} {'models' if grouped else 'runs'} of {family}"
     if len(p) and (not grouped or p.groupby(["family", "model"]).ngroups >= 2):
         cp = SplitConformal(coverage, finite_sample=False).fit(

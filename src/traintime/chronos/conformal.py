@@ -12,7 +12,7 @@ conformal quantile ``ceil((n + 1)(1 - alpha))``-th smallest residual.
 
 :func:`min_calibration_groups` is the fewest calibration groups that can reach a nominal coverage at all (9 at
 90 %). Intervals calibrated per stratum (a family) take the pooled residuals of every stratum where a stratum has
-fewer (``strata`` of :func:`grouped_coverage`, :func:`calibration_mask`): with 2-3 held-out models per family, as in
+fewer (``strata`` of :func:`grouped_coverage`, :func:`stratum_pool`): with 2-3 held-out models per family, as in
 the released convergence data, a per-family quantile is one of two or three residual groups and under-covers.
 
 :func:`combine_log_halfwidths` adds independent log-scale half-widths in quadrature (the interval of
@@ -124,21 +124,30 @@ def stratum_groups(strata: Any, groups: Any) -> np.ndarray:
     return np.char.add(np.char.add(np.asarray(strata).astype(str), "\x1f"), np.asarray(groups).astype(str))
 
 
-def calibration_mask(groups: Any, strata: Any, held_out: Any, coverage: float, group_weighted: bool = True,
-                     pool_below: int | None = None) -> tuple[np.ndarray, bool]:
-    """(rows that calibrate the interval of the rows ``held_out`` (a boolean mask), whether they are pooled): the
-    other rows of the held-out rows' stratum when those hold at least ``pool_below`` groups (rows when not
-    ``group_weighted``; None: :func:`min_calibration_groups`; 0: always, the stratum alone), else the other rows of
-    every stratum. ``strata`` None: one stratum."""
-    held = np.asarray(held_out, dtype=bool)
-    if strata is None:
-        return ~held, False
+def stratum_pool(groups: Any, strata: Any, stratum: Any, coverage: float, group_weighted: bool = True,
+                 pool_below: int | None = None, exclude: Any = None) -> tuple[np.ndarray, bool]:
+    """(rows that calibrate an interval for ``stratum`` (a boolean mask), whether they are pooled): the rows of
+    ``stratum`` (less ``exclude``) when they hold at least ``pool_below`` groups (rows when not ``group_weighted``;
+    None: :func:`min_calibration_groups`; 0: always, the stratum alone), else the rows of every stratum (less
+    ``exclude``)."""
     st = np.asarray(strata).astype(str)
-    same = (st == st[held][0]) & ~held if held.any() else ~held
+    keep = ~np.asarray(exclude, dtype=bool) if exclude is not None else np.ones(len(st), dtype=bool)
+    same = (st == str(stratum)) & keep
     n = len(np.unique(np.asarray(groups)[same])) if group_weighted else int(same.sum())
     if n >= (min_calibration_groups(coverage) if pool_below is None else pool_below):
         return same, False
-    return ~held, True
+    return keep, True
+
+
+def calibration_mask(groups: Any, strata: Any, held_out: Any, coverage: float, group_weighted: bool = True,
+                     pool_below: int | None = None) -> tuple[np.ndarray, bool]:
+    """:func:`stratum_pool` for the interval of the rows ``held_out`` (a boolean mask): their stratum's other rows,
+    or every stratum's other rows. ``strata`` None: one stratum."""
+    held = np.asarray(held_out, dtype=bool)
+    if strata is None or not held.any():
+        return ~held, False
+    stratum = np.asarray(strata).astype(str)[held][0]
+    return stratum_pool(groups, strata, stratum, coverage, group_weighted, pool_below, exclude=held)
 
 
 def grouped_coverage(y_true: Any, y_pred: Any, groups: Any, coverage: float = 0.9,

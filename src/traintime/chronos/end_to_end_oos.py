@@ -23,7 +23,8 @@ over pairs; the GPU cost ranking per configuration (GPUs with a price): Spearman
 and measured cost, top-1 hit (the predicted cheapest GPU is the measured cheapest) and its regret (measured cost
 of the predicted cheapest / measured cheapest - 1); and how often the 90 % hours interval built as ``traintime
 predict`` builds it (step and epochs split-conformal half-widths in quadrature, calibrated on the other held-out
-groups of the family, or of every family where it has fewer than 9) held the measured hours (:func:`hours_interval_hits`). Then mean, sd and 95 % t interval over seeds.
+groups of the family, or of every family where it has fewer than 9) held the measured hours
+(:func:`hours_interval_held`). Then mean, sd and 95 % t interval over seeds.
 """
 
 from __future__ import annotations
@@ -210,7 +211,7 @@ def hours_interval_held(p: pd.DataFrame, group: str, coverage: float = 0.9,
     predict`` would print (1.0 / 0.0; NaN: not scored): for each held-out ``group`` (the protocol's held-out column)
     of a family, split conformal (grouped by ``group``, no finite-sample correction) on the *other* groups' step
     residuals (one per pair) and epochs residuals (one per configuration) of that family, or of every family where
-    the family has fewer other groups than ``pool_below`` (:func:`~traintime.chronos.conformal.calibration_mask`;
+    the family has fewer other groups than ``pool_below`` (:func:`~traintime.chronos.conformal.stratum_pool`;
     None: :func:`~traintime.chronos.conformal.min_calibration_groups`, 0: the family's own however few), the two log
     half-widths in quadrature (:func:`~traintime.chronos.interval_math.combine_log_halfwidths`): the held-out
     half-widths of :func:`~traintime.chronos.conformal.grouped_coverage`. A pair whose step calibration has fewer
@@ -230,13 +231,6 @@ def hours_interval_held(p: pd.DataFrame, group: str, coverage: float = 0.9,
     qh = np.hypot(qs, qe)  # combine_log_halfwidths, per pair; NaN where either side was not calibrated
     r = np.abs(np.log(p["hours_measured"].to_numpy(float) / p["hours_predicted"].to_numpy(float)))
     return np.where(np.isfinite(qh), (r <= qh + 1e-12).astype(float), np.nan)
-
-
-def hours_interval_hits(p: pd.DataFrame, group: str, coverage: float = 0.9,
-                        pool_below: int | None = None) -> np.ndarray:
-    """The scored pairs of :func:`hours_interval_held` (booleans, in the order of ``p``)."""
-    h = hours_interval_held(p, group, coverage, pool_below)
-    return h[np.isfinite(h)].astype(bool)
 
 
 def _coverage_pct(held: pd.Series) -> float:

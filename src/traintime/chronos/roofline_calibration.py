@@ -32,6 +32,7 @@ from traintime.chronos.conformal import (
     grouped_coverage,
     min_calibration_groups,
     stratum_groups,
+    stratum_pool,
 )
 from traintime.chronos.neighbour_frozen import SPEC_COLUMNS, kernel_shares
 from traintime.chronos.roofline_step import RooflineStepTime
@@ -86,19 +87,27 @@ def logo_step_predictions(rows: pd.DataFrame, model: RooflineStepTime | None = N
     return preds
 
 
+def _coverage_row(quantity: str, family: str, variant: str, coverage: float, hits: np.ndarray, n_groups: int,
+                  q_all: float, median_q: float, y: np.ndarray, p: np.ndarray,
+                  extra: dict[str, Any]) -> dict[str, Any]:
+    """One row of the table: ``hits`` of the scored held-out rows, ``q_all`` the log half-width calibrated on every
+    group, ``median_q`` the median over the held-out groups of theirs, ``y`` / ``p`` all rows of the family."""
+    return {"quantity": quantity, "family": family, "variant": variant, "nominal_coverage": coverage,
+            "measured_coverage": float(np.mean(hits)) if len(hits) else float("nan"), "rows": len(hits),
+            "groups": n_groups, "interval_factor_all_groups": math.exp(q_all),
+            "median_interval_factor_held_out": math.exp(median_q), "oof_mape_pct": mape(y, p), **extra,
+            "covered": int(np.sum(hits)), "ape_sum": float(np.sum(ape(y, p))), "ape_rows": len(y)}
+
+
 def _coverage_rows(quantity: str, family: str, y: np.ndarray, p: np.ndarray, groups: np.ndarray,
                    coverage: float, extra: dict[str, Any]) -> list[dict[str, Any]]:
     out = []
     for finite in (True, False):
         cov = grouped_coverage(y, p, groups, coverage, finite_sample=finite)
         q = SplitConformal(coverage, finite).fit(y, p, groups).log_halfwidth
-        out.append({"quantity": quantity, "family": family,
-                    "variant": "finite-sample (guarantee)" if finite else "empirical quantile",
-                    "nominal_coverage": coverage, "measured_coverage": cov["measured"], "rows": cov["n"],
-                    "groups": cov["groups"], "interval_factor_all_groups": math.exp(q),
-                    "median_interval_factor_held_out": math.exp(cov["median_log_halfwidth"]),
-                    "oof_mape_pct": mape(y, p), **extra,
-                    "covered": cov["covered"], "ape_sum": float(np.sum(ape(y, p))), "ape_rows": len(y)})
+        hits = np.array([h for h in cov["hits"] if h is not None], dtype=bool)
+        out.append(_coverage_row(quantity, family, "finite-sample (guarantee)" if finite else "empirical quantile",
+                                 coverage, hits, cov["groups"], q, cov["median_log_halfwidth"], y, p, extra))
     return out
 
 
@@ -179,22 +188,15 @@ def epochs_coverage_rows(convergence_predictions: pd.DataFrame, method: str, cov
         hit = np.array([bool(h) for h in cov["hits"]])
         for fam in sorted(set(fams)):
             f = fams == fam
-            own = len(np.unique(models[f])) >= (m if pool_below is None else pool_below)
-            cal = f if own else np.ones(len(c), dtype=bool)
-            cp = SplitConformal(coverage, finite).fit(y[cal], p[cal], stratum_groups(fams[cal], models[cal]))
-            q = cp.log_halfwidth
+            cal, pooled = stratum_pool(models, fams, fam, coverage, pool_below=pool_below)
+            q = SplitConformal(coverage, finite).fit(y[cal], p[cal], stratum_groups(fams[cal], models[cal])).q_
             scored = f & held
-            out.append({"quantity": f"epochs ({method}, leave-one-model-out)", "family": fam, "variant": variant,
-                        "nominal_coverage": coverage,
-                        "measured_coverage": float(hit[scored].mean()) if scored.any() else float("nan"),
-                        "rows": int(scored.sum()), "groups": int(len(np.unique(models[f]))),
-                        "interval_factor_all_groups": math.exp(q),
-                        "median_interval_factor_held_out": math.exp(float(np.median(cov["log_halfwidths"][scored])))
-                        if scored.any() else float("nan"),
-                        "oof_mape_pct": mape(y[f], p[f]), "against": "epochs_measured",
-                        "calibrated_on": f"{fam} models" if own else f"every family's models (fewer than {m} {fam})",
-                        "covered": int(hit[scored].sum()), "ape_sum": float(np.sum(ape(y[f], p[f]))),
-                        "ape_rows": int(f.sum())})
+            per_group = pd.Series(cov["log_halfwidths"][scored]).groupby(models[scored]).first()
+            out.append(_coverage_row(
+                f"epochs ({method}, leave-one-model-out)", fam, variant, coverage, hit[scored],
+                len(np.unique(models[f])), q, float(np.median(per_group)) if len(per_group) else float("nan"),
+                y[f], p[f], {"against": "epochs_measured", "calibrated_on": f"every family's models (fewer than {m} "
+                             f"{fam})" if pooled else f"{fam} models"}))
     return out
 
 
