@@ -125,6 +125,31 @@ def test_step_rows_carry_the_kernel_mix_as_shares_of_the_forward_flops() -> None
     assert iteration_step_rows(it, gpus)["flops_share_depthwise"].tolist() == [0.05, 0.0]
 
 
+@pytest.mark.parametrize("name,chronos_name", [("mixer", "mixer"), ("resmlp", "resmlp"), ("asmlp", "asmlp"),
+                                               ("deit_tiny", "DeiT-Tiny"), ("vit", "ViT")])
+def test_release_layers_of_block_models_equal_the_analytic_walk_of_the_same_network(name, chronos_name) -> None:
+    # the release's depth of an MLP / Transformer counts blocks; its step rows must count layers as the walk of the
+    # trace rows and of predict's own models does (Conv2d + Linear modules + BatchNorm2d and activation calls)
+    import torch
+
+    from traintime.chronos.roofline_calibration import analytic_layers
+    from traintime.measure.analytic import model_structure
+    from traintime.measure.models import create_model
+
+    depths = [12] if name in ("deit_tiny", "vit") else [4, 12]  # timm's DeiT / ViT builders fix the depth
+    px = 224 if name in ("deit_tiny", "vit") else 32
+    for depth in depths:
+        with torch.device("meta"):
+            net = create_model(name, 10, px, **({} if name in ("deit_tiny", "vit") else {"depth": depth}))
+        s = model_structure(net, px, backward=False)
+        release = pd.DataFrame({"model": [chronos_name], "depth": [depth], "bn_layers": [np.nan],
+                                "act_layers": [np.nan]})
+        assert analytic_layers(release).tolist() == [s["depth"] + s["bn_layers"] + s["act_layers"]]
+    # a CNN's release columns are already the walk's counts (resnet50: 54 + 53 + 49); an unknown model keeps its sum
+    cnn = pd.DataFrame({"model": ["resnet50", "mine"], "depth": [54, 3], "bn_layers": [53, 1], "act_layers": [49, 2]})
+    assert analytic_layers(cnn).tolist() == [156.0, 6.0]
+
+
 def test_tf32_rule_halves_the_16_bit_rates_for_convolutions_on_tf32_cards_only() -> None:
     from traintime.predict_plan import tf32_step_ms
 

@@ -48,6 +48,33 @@ def measured_compute_ms(table: pd.DataFrame) -> tuple[pd.Series, str]:
     return pd.to_numeric(table["step_time_ms"], errors="coerce"), "step_time_ms (includes loader wait)"
 
 
+#: modules of one block of each CHRONOS MLP / Transformer model as :func:`traintime.measure.analytic.model_structure`
+#: counts them (Conv2d + Linear modules, BatchNorm2d and activation calls), and the stem and head outside the blocks
+#: (patch embedding + classifier): the release's ``depth`` of these families counts *blocks*, while the analytic walk
+#: (the trace rows, ``predict``'s own models) counts modules. Mixer: token MLP and channel MLP, 2 Linear + GELU each;
+#: ResMLP: token Linear, channel MLP 2 Linear + GELU; AS-MLP (the project's build): 2 projections + channel MLP;
+#: DeiT / ViT: qkv, proj, fc1, fc2 + GELU; DistilBERT (not built here: Hugging Face's layer): q, k, v, out, 2 FFN
+#: Linear + GELU, head pre-classifier + classifier. tests/test_roofline_calibration checks every buildable one
+#: against the walk of :mod:`traintime.measure.models` at two depths.
+BLOCK_MODULES: dict[str, tuple[int, int]] = {"mixer": (6, 2), "resmlp": (4, 2), "asmlp": (4, 2), "DeiT-Tiny": (5, 2),
+                                             "ViT": (5, 2), "DistilBERT": (7, 2)}
+
+
+def analytic_layers(table: pd.DataFrame) -> pd.Series:
+    """Kernel-launching layers per forward pass (``layers`` of a step row) in the analytic walk's units: ``depth +
+    bn_layers + act_layers`` (the release's CNN columns are that walk's counts), except for the models of
+    :data:`BLOCK_MODULES`, whose ``depth`` counts blocks: modules per block x depth + stem and head."""
+    def num(c: str) -> pd.Series | int:
+        return pd.to_numeric(table[c], errors="coerce").fillna(0) if c in table.columns else 0
+
+    layers = num("depth") + num("bn_layers") + num("act_layers")
+    if "model" not in table.columns:
+        return pd.Series(layers, index=table.index, dtype=float)
+    per = table["model"].map({m: b for m, (b, _) in BLOCK_MODULES.items()})
+    stem = table["model"].map({m: c for m, (_, c) in BLOCK_MODULES.items()})
+    return pd.Series(np.where(per.notna(), per * num("depth") + stem, layers), index=table.index, dtype=float)
+
+
 def iteration_step_rows(table: pd.DataFrame, specs: pd.DataFrame) -> pd.DataFrame:
     """Measured ``iteration`` rows -> step-model rows (release columns mapped to ours) with ``measured_ms``."""
     t = table.copy()
@@ -61,8 +88,7 @@ def iteration_step_rows(table: pd.DataFrame, specs: pd.DataFrame) -> pd.DataFram
     t = t.merge(specs[["gpu", *spec_cols]].drop_duplicates("gpu"), on="gpu", how="inner")
     t["precision"] = np.where(pd.to_numeric(t["precision_bits"], errors="coerce") == 16, "16", "32")
     t["act_bytes_per_sample"] = pd.to_numeric(t.get("act_bytes_per_sample_proxy"), errors="coerce").fillna(0)
-    t["layers"] = sum(pd.to_numeric(t[c], errors="coerce").fillna(0) if c in t.columns else 0
-                      for c in ("depth", "bn_layers", "act_layers"))
+    t["layers"] = analytic_layers(t)
     for c in ("param_bytes", "optimizer_state_bytes", "flops_train_per_batch"):
         t[c] = pd.to_numeric(t.get(c), errors="coerce")
     t["grad_bytes"] = pd.to_numeric(t["grad_bytes"], errors="coerce") if "grad_bytes" in t.columns else t["param_bytes"]
