@@ -308,6 +308,22 @@ def test_lomo_model_groups_score_every_model_once_never_fitted_on() -> None:
         model_group(data["model"].to_numpy(), (data["source"] == "traces").to_numpy(), 1)
 
 
+def test_model_protocols_hold_a_chronos_model_out_with_its_traced_twin() -> None:
+    """The release's DeiT-Tiny is timm's deit_tiny_patch16_224: leave-one-model-out on either source removes both."""
+    rng = np.random.default_rng(6)
+    data = both_sources(_rows(["RTX 3080", "RTX 4090"], ["deit_tiny_patch16_224", "mixer_b16_224"], rng),
+                        _rows(["T4", "A100"], ["DeiT-Tiny", "mixer"], rng))
+    folds = {p: {g: (train, test) for g, train, test in fs} for p, _, fs in protocols(data)}
+    train, test = folds["chronos LOMO"]["DeiT-Tiny"]
+    assert set(data.loc[test, "model"]) == {"DeiT-Tiny"}
+    assert not set(data.loc[train, "model"]) & {"DeiT-Tiny", "deit_tiny_patch16_224"}
+    train, _ = folds["traces LOMO"]["deit_tiny_patch16_224"]
+    assert not set(data.loc[train, "model"]) & {"DeiT-Tiny", "deit_tiny_patch16_224"}
+    # the release's mixer (width 128-256, depth 8-10) is another model than Mixer-B/16: it stays
+    train, _ = folds["chronos LOMO"]["mixer"]
+    assert "mixer_b16_224" in set(data.loc[train, "model"])
+
+
 def test_interior_batches_lie_strictly_between_the_fitted_ones() -> None:
     from traintime.predict_step_grouped import interior_batches
 

@@ -7,12 +7,13 @@ Data (compute time: forward + backward + optimizer, no DataLoader wait, on both 
     ``chronos``: the release's ``compute_time_ms`` rows (:func:`traintime.chronos.roofline_calibration.iteration_step_rows`).
 Protocols (outer folds only; nothing is chosen on a held-out fold; every fit is deterministic, so no seeds)
     ``traces LOGO`` (leave one GPU out), ``traces LOMO`` (leave one model out: the model is also removed from
-    CHRONOS when it has the same name; or, with config ``predict_public_eval.lomo_model_groups``, one of that many
+    CHRONOS when it is the same network, by name or :data:`CHRONOS_TWINS`; or, with config ``predict_public_eval.lomo_model_groups``, one of that many
     groups of models out: :func:`model_group`), ``traces LOGenO`` (leave one generation out: Ampere / Ada / Blackwell from
     the RTX series number), ``traces LOSO`` (leave one input size out, with more than one size: how a traced network
     fares at an input size never measured - CHRONOS rows of that size leave the training part too; added after the
     default-model rule was declared, reported beside it), ``chronos LOGO`` (leave one CHRONOS GPU out; the same name is removed from the traces
-    too), ``chronos LOMO`` (leave one CHRONOS model out; a trace model of the same name too), ``chronos LODO`` (leave
+    too), ``chronos LOMO`` (leave one CHRONOS model out; the same traced network too: the same name or its
+    :data:`CHRONOS_TWINS` twin), ``chronos LODO`` (leave
     one CHRONOS dataset out, all families; the traces name no dataset and stay in every training part; the inner
     choices of the learned models are by GPU and by model, as on the other protocols), ``traces external`` (fitted on CHRONOS only, scored on every trace row: the traces never seen), and
     ``traces largest batch`` / ``chronos largest batch`` (each network's largest measured batch held out, every
@@ -67,6 +68,15 @@ INNER_GROUP: dict[str, str] = {"traces LOGenO": "generation", "traces LOSO": "im
 CHRONOS_GROUPED: dict[str, str] = {p: group_column(p) for p in CHRONOS_PROTOCOLS}
 
 
+#: CHRONOS models that are a traced network under another name (:mod:`traintime.measure.models` builds DeiT-Tiny and
+#: ViT from these timm names; timm's ``mobilenetv2_100`` is MobileNetV2 at width 1.0, torchvision's ``mobilenet_v2``;
+#: ``resnet50`` and ``densenet121`` share their names): the model protocols hold a CHRONOS model and its twin out
+#: together. The release's mixer and resmlp are smaller variants (width 128 / 256, depth 8-12) than the traced
+#: ``mixer_b16_224`` and ``resmlp_24_224``: other models, as ViT-S is not ViT-B.
+CHRONOS_TWINS: dict[str, str] = {"DeiT-Tiny": "deit_tiny_patch16_224", "ViT": "vit_base_patch16_224",
+                                 "mobilenetv2": "mobilenetv2_100"}
+
+
 #: the neighbour model's rules beyond a network's largest measured batch scored beside its default (``affine``) on
 #: the *largest batch* protocols: method name -> ``batch_edge``
 EDGE_VARIANTS: dict[str, str] = {"neighbour_network_edge": "network", "neighbour_global_edge": "global"}
@@ -113,7 +123,8 @@ def protocols(data: pd.DataFrame, max_folds: int | None = None, model_groups: in
     tr = (data["source"] == "traces").to_numpy()
     ch = ~tr
     gpu, model, gen = data["gpu"].astype(str).to_numpy(), data["model"].astype(str).to_numpy(), data["generation"].to_numpy()
-    trace_model = model_group(model, tr, model_groups)
+    network = np.where(ch, pd.Series(model).map(CHRONOS_TWINS).fillna(pd.Series(model)).to_numpy(), model)
+    trace_model = model_group(network, tr, model_groups)
     size = data["img_px"].astype(str).to_numpy()
     # the traces name no dataset (NaN, never held out: always in the training part); neither is a row without one
     dataset = data["dataset"].astype(str).to_numpy() if "dataset" in data else np.full(len(data), "nan")
@@ -121,8 +132,10 @@ def protocols(data: pd.DataFrame, max_folds: int | None = None, model_groups: in
     sizes = [("traces LOSO", size, tr)] if len(np.unique(size[tr])) > 1 else []
     for name, col, src in [("traces LOGO", gpu, tr), ("traces LOMO", trace_model, tr), ("traces LOGenO", gen, tr), *sizes,
                            ("chronos LOGO", gpu, ch), ("chronos LOMO", model, ch), ("chronos LODO", dataset, ch)]:
-        folds = [(str(g), col != g, src & (col == g)) for g in sorted(np.unique(col[src]), key=_natural)
-                 if g != "nan"]
+        # a held-out CHRONOS model leaves the training part with its trace twin (same network, another name)
+        key = network if name == "chronos LOMO" else col
+        folds = [(str(g), key != key[src & (col == g)][0], src & (col == g))
+                 for g in sorted(np.unique(col[src]), key=_natural) if g != "nan"]
         out.append((name, "traces" if src is tr else "chronos", folds[:max_folds] if max_folds else folds))
     out.append(("traces external (fit on CHRONOS only)", "traces", [("all traces", ch, tr)]))
     for edge, which in [("max", "largest"), ("min", "smallest")]:
