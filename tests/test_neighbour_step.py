@@ -279,6 +279,26 @@ def test_kernel_mix_descriptors_carry_a_depthwise_slowdown_and_the_nested_fit_pi
         NeighbourStepTime(descriptors="ops").fit(train, depthwise_ms(train))
 
 
+def test_descriptor_choice_uses_model_splits_inner_folds_by_model_and_the_others_inner_splits(monkeypatch) -> None:
+    import traintime.chronos.neighbour_step as ns
+
+    calls = []
+    real = ns.inner_group_choice
+
+    def spy(make, candidates, inner_splits, rows, y, sample_weight=None, group="gpu", known=None):
+        calls.append((group, inner_splits, rows["model"].nunique()))
+        return real(make, candidates, inner_splits, rows, y, sample_weight, group=group, known=known)
+
+    monkeypatch.setattr(ns, "inner_group_choice", spy)
+    train = with_kernel_mix(synthetic_rows(list(range(16)), list(GPUS)))
+    nested = NestedNeighbourStepTime(alpha=0.0, candidates=("peak_bandwidth",)).fit(train, depthwise_ms(train))
+    assert calls == [("gpu", 3, 16), ("gpu", 3, 16), ("model", 5, 16)]
+    assert nested.to_json()["selection"]["model_splits"] == 5
+    calls.clear()
+    NestedNeighbourStepTime(alpha=0.0, candidates=("peak_bandwidth",), model_splits=None).fit(train, depthwise_ms(train))
+    assert calls[-1] == ("model", 3, 16)  # None: the hardware choice's inner_splits
+
+
 def test_a_base_descriptor_file_ignores_kernel_mix_columns_and_missing_shares_count_as_zero() -> None:
     train = synthetic_rows([0, 1, 2, 4, 5], list(GPUS))
     test = synthetic_rows([3], list(GPUS))
