@@ -40,7 +40,12 @@ RTX 5090 worsened (49.3 -> 54.8 %): the release's small 32-bit CNN steps gain li
 times the work per kernel and the 16-bit flag, beside ``peak_bandwidth_sms_l2_matrix``; fixed set, no nested choice)
 did not help either: CHRONOS LOGO 36.4 -> 36.2-36.7 %, traces LOGO 12.1 -> 12.2-12.5 %. A launch cost of 30 us per kernel in
 the physics offset (instead of 5; with the release's layers counted as the walk counts them) was tried and dropped:
-CHRONOS LOGO 31.0 -> 29.4 % and LODO 34.8 -> 32.9, but LOMO 43.5 -> 46.5 and traces LOGO 10.5 -> 11.2. :meth:`NeighbourStepTime.to_json` freezes it for
+CHRONOS LOGO 31.0 -> 29.4 % and LODO 34.8 -> 32.9, but LOMO 43.5 -> 46.5 and traces LOGO 10.5 -> 11.2. Two more,
+with the hardware set, slopes and descriptors fixed at the usual choice (CHRONOS LOGO / LOMO / LODO 30.7 / 39.5 /
+34.3 %): the host's provider (GCP or RunPod, the release's only host feature; alone and times the work per kernel) as
+a hardware feature: 31.7-32.5 / 39.6-40.0 / 34.4-34.5; and a per-GPU dispatch floor (a low quantile of time per
+kernel on the GPU's training rows; the median GPU's for a GPU never seen), the model fitted only on rows above it and
+predicting max(floor, model): LOGO 39.9-44.4, LOMO 41.9-42.0. Neither was adopted. :meth:`NeighbourStepTime.to_json` freezes it for
 ``traintime predict`` (numpy-only prediction).
 """
 
