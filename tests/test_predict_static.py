@@ -10,7 +10,12 @@ import pytest
 from traintime.chronos.roofline_step import RooflineStepTime, StepTimeModel
 from traintime.core.errors import TraintimeError
 from traintime.core.gpudb import gpu_rows
-from traintime.predict_static import make_workload, step_rows, training_range_warnings
+from traintime.predict_static import (
+    make_workload,
+    static_features,
+    step_rows,
+    training_range_warnings,
+)
 
 GPUS = ["A100-PCIe-80GB", "H100-PCIe", "H100-SXM", "T4", "RTX-4090"]
 
@@ -148,6 +153,20 @@ def test_release_layers_of_block_models_equal_the_analytic_walk_of_the_same_netw
     # a CNN's release columns are already the walk's counts (resnet50: 54 + 53 + 49); an unknown model keeps its sum
     cnn = pd.DataFrame({"model": ["resnet50", "mine"], "depth": [54, 3], "bn_layers": [53, 1], "act_layers": [49, 2]})
     assert analytic_layers(cnn).tolist() == [156.0, 6.0]
+
+
+@pytest.mark.parametrize("model", ["vit_tiny_patch16_224", "mixer", "resnet18"])
+def test_a_locally_measured_row_counts_layers_as_predict_does(model) -> None:
+    # collect's iteration rows put the block count in depth for MLPs / Transformers (as the release does) and keep
+    # the walk's Conv2d + Linear count apart, so their step rows count layers as predict's own static rows do
+    from traintime.chronos.roofline_calibration import analytic_layers
+    from traintime.measure.analytic import analytic_features, iteration_columns
+
+    feats = analytic_features(model, "cifar10", 8, backward=False)
+    row = {"model": model, **iteration_columns(feats, 8)}
+    assert row["conv_linear_modules"] >= row["depth"]
+    expected = static_features(make_workload(model, 8, dataset="cifar10"))["layers"]
+    assert analytic_layers(pd.DataFrame([row])).tolist() == [expected]
 
 
 def test_tf32_rule_halves_the_16_bit_rates_for_convolutions_on_tf32_cards_only() -> None:

@@ -61,18 +61,24 @@ BLOCK_MODULES: dict[str, tuple[int, int]] = {"mixer": (6, 2), "resmlp": (4, 2), 
 
 
 def analytic_layers(table: pd.DataFrame) -> pd.Series:
-    """Kernel-launching layers per forward pass (``layers`` of a step row) in the analytic walk's units: ``depth +
-    bn_layers + act_layers`` (the release's CNN columns are that walk's counts), except for the models of
-    :data:`BLOCK_MODULES`, whose ``depth`` counts blocks: modules per block x depth + stem and head."""
+    """Kernel-launching layers per forward pass (``layers`` of a step row) in the analytic walk's units:
+    ``conv_linear_modules + bn_layers + act_layers`` where a row has the walk's module count (rows this project
+    measured, :func:`traintime.measure.analytic.analytic_features`), else ``depth + bn_layers + act_layers`` (the
+    release's CNN columns are that walk's counts), except for the release's models of :data:`BLOCK_MODULES`, whose
+    ``depth`` counts blocks: modules per block x depth + stem and head."""
     def num(c: str) -> pd.Series | int:
         return pd.to_numeric(table[c], errors="coerce").fillna(0) if c in table.columns else 0
 
-    layers = num("depth") + num("bn_layers") + num("act_layers")
-    if "model" not in table.columns:
-        return pd.Series(layers, index=table.index, dtype=float)
-    per = table["model"].map({m: b for m, (b, _) in BLOCK_MODULES.items()})
-    stem = table["model"].map({m: c for m, (_, c) in BLOCK_MODULES.items()})
-    return pd.Series(np.where(per.notna(), per * num("depth") + stem, layers), index=table.index, dtype=float)
+    calls = num("bn_layers") + num("act_layers")
+    out = pd.Series(num("depth") + calls, index=table.index, dtype=float)
+    if "model" in table.columns:
+        per = table["model"].map({m: b for m, (b, _) in BLOCK_MODULES.items()})
+        stem = table["model"].map({m: c for m, (_, c) in BLOCK_MODULES.items()})
+        out = out.where(per.isna(), per * num("depth") + stem)
+    if "conv_linear_modules" in table.columns:
+        walk = pd.to_numeric(table["conv_linear_modules"], errors="coerce")
+        out = out.where(walk.isna(), walk + calls)
+    return out.astype(float)
 
 
 def iteration_step_rows(table: pd.DataFrame, specs: pd.DataFrame) -> pd.DataFrame:

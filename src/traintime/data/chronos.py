@@ -221,6 +221,8 @@ ITERATION = TableSchema(
         _c("norm_impl", "str", "normalisation layer (Transformer)"),
         _c("positional_encoding", "str", "positional encoding (Transformer)"),
         _c("attention_pattern", "str", "attention pattern (Transformer)"),
+        _c("conv_linear_modules", "int", "Conv2d + Linear modules of one forward pass as the analytic walk counts "
+           "them (local rows; the release has none, and its depth counts blocks for MLP / Transformer)", min=1),
         _c("bn_layers", "int", "batch-norm layers (CNN)", min=0),
         _c("act_layers", "int", "activation layers (CNN)", min=0),
         _c("sum_hwc", "int", "sum over conv outputs of H*W*C per sample, elements (CNN)", min=0),

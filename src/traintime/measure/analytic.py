@@ -315,6 +315,8 @@ def analytic_features(model_name: str, dataset: str, batch_size: int, optimizer:
         "flops_train_per_sample": 3.0 * fwd,
         "flops_train_per_batch": 3.0 * fwd * int(batch_size),
         "flops_train_measured_per_batch": float(structure["flops_train_measured_per_sample"]) * int(batch_size),
+        # the walk's Conv2d + Linear count, kept where ``depth`` becomes the MLP / Transformer block count below
+        "conv_linear_modules": int(structure["depth"]),
     }
     if resolved.family == "MLP" and arch:
         act = arch["num_patches"] * arch["embed_dim"] * arch["depth"] * bytes_per_scalar
@@ -351,7 +353,7 @@ def structure_for(model_name: str, dataset: str, img_px: int | None = None,
 #: analytic columns copied unchanged into a canonical ``iteration`` row
 _ITERATION_COPY: tuple[str, ...] = (
     "depth", "embed_dim", "patch_size", "token_mlp_dim", "channel_mlp_dim", "num_patches", "d_model", "n_heads",
-    "d_ff", "seq_len", "bn_layers", "act_layers", "flops_1x1_frac", "flops_3x3_frac", "flops_depthwise_frac",
+    "d_ff", "seq_len", "conv_linear_modules", "bn_layers", "act_layers", "flops_1x1_frac", "flops_3x3_frac", "flops_depthwise_frac",
     "flops_grouped_frac", "param_count", "param_bytes", "grad_bytes", "optimizer_state_bytes",
     "master_param_bytes", "total_state_bytes", "flops_fwd_per_sample", "flops_bwd_per_sample",
     "flops_train_measured_per_sample", "flops_fwd_per_token", "act_bytes_per_sample_proxy")
