@@ -344,14 +344,18 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
         pairs = {f"{t}, {d}": (t, d) for t in self.trends for d in self.descriptor_sets}
         best, self.inner_trend_mape_ = inner_group_choice(
             lambda c: self._candidate(hardware=self.best_, trend=pairs[c][0], descriptors=pairs[c][1]), tuple(pairs),
-            self.inner_splits if self.model_splits is None else self.model_splits, rows, y, sample_weight,
-            group="model")
+            self._model_folds, rows, y, sample_weight, group="model")
         self.best_trend_, self.best_descriptors_ = pairs[best]
         self.model_ = self._candidate(trained_on=self.trained_on, hardware=self.best_, trend=self.best_trend_,
                                       descriptors=self.best_descriptors_, slopes=self.best_slopes_,
                                       slope_sms=self.best_slope_sms_)
         self.model_.fit(rows, y, sample_weight)
         return self
+
+    @property
+    def _model_folds(self) -> int:
+        """Inner folds of the choice by model: ``model_splits``, or ``inner_splits`` when it is None."""
+        return self.inner_splits if self.model_splits is None else self.model_splits
 
     @property
     def choice_(self) -> str:
@@ -369,5 +373,6 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
         return {**self.model_.to_json(), "selection": {
             "inner_splits": self.inner_splits, "model_splits": self.model_splits,
             "by": f"GroupKFold by {self.inner_group} (hardware set, then per-workload slopes), then by model "
-                  f"({self.model_splits or self.inner_splits} folds: trend and descriptor set)", "inner_slopes_weighted_mape_pct": self.inner_slopes_mape_,
+                  f"({self._model_folds} folds: trend and descriptor set)",
+            "inner_slopes_weighted_mape_pct": self.inner_slopes_mape_,
             "inner_weighted_mape_pct": self.inner_mape_, "inner_trend_weighted_mape_pct": self.inner_trend_mape_}}

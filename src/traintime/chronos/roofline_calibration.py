@@ -54,7 +54,7 @@ def measured_compute_ms(table: pd.DataFrame) -> tuple[pd.Series, str]:
 #: (the trace rows, ``predict``'s own models) counts modules. Mixer: token MLP and channel MLP, 2 Linear + GELU each;
 #: ResMLP: token Linear, channel MLP 2 Linear + GELU; AS-MLP (the project's build): 2 projections + channel MLP;
 #: DeiT / ViT: qkv, proj, fc1, fc2 + GELU; DistilBERT (not built here: Hugging Face's layer): q, k, v, out, 2 FFN
-#: Linear + GELU, head pre-classifier + classifier. tests/test_roofline_calibration checks every buildable one
+#: Linear + GELU, head pre-classifier + classifier. tests/test_predict_static.py checks every buildable one
 #: against the walk of :mod:`traintime.measure.models` at two depths.
 BLOCK_MODULES: dict[str, tuple[int, int]] = {"mixer": (6, 2), "resmlp": (4, 2), "asmlp": (4, 2), "DeiT-Tiny": (5, 2),
                                              "ViT": (5, 2), "DistilBERT": (7, 2)}

@@ -353,8 +353,8 @@ def structure_for(model_name: str, dataset: str, img_px: int | None = None,
 #: analytic columns copied unchanged into a canonical ``iteration`` row
 _ITERATION_COPY: tuple[str, ...] = (
     "depth", "embed_dim", "patch_size", "token_mlp_dim", "channel_mlp_dim", "num_patches", "d_model", "n_heads",
-    "d_ff", "seq_len", "conv_linear_modules", "bn_layers", "act_layers", "flops_1x1_frac", "flops_3x3_frac", "flops_depthwise_frac",
-    "flops_grouped_frac", "param_count", "param_bytes", "grad_bytes", "optimizer_state_bytes",
+    "d_ff", "seq_len", "conv_linear_modules", "bn_layers", "act_layers", "flops_1x1_frac", "flops_3x3_frac",
+    "flops_depthwise_frac", "flops_grouped_frac", "param_count", "param_bytes", "grad_bytes", "optimizer_state_bytes",
     "master_param_bytes", "total_state_bytes", "flops_fwd_per_sample", "flops_bwd_per_sample",
     "flops_train_measured_per_sample", "flops_fwd_per_token", "act_bytes_per_sample_proxy")
 
