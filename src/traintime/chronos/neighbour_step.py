@@ -45,7 +45,17 @@ with the hardware set, slopes and descriptors fixed at the usual choice (CHRONOS
 34.3 %): the host's provider (GCP or RunPod, the release's only host feature; alone and times the work per kernel) as
 a hardware feature: 31.7-32.5 / 39.6-40.0 / 34.4-34.5; and a per-GPU dispatch floor (a low quantile of time per
 kernel on the GPU's training rows; the median GPU's for a GPU never seen), the model fitted only on rows above it and
-predicting max(floor, model): LOGO 39.9-44.4, LOMO 41.9-42.0. Neither was adopted. :meth:`NeighbourStepTime.to_json` freezes it for
+predicting max(floor, model): LOGO 39.9-44.4, LOMO 41.9-42.0. Neither was adopted. The P4's 16-bit Transformer steps
+take 4.5-9.4x the P100's (median compute time; its CNN and MLP steps 0.7-2.1x, at 16 bits as at 32; the release has no
+32-bit Transformer row; the P4's 16-bit vector rate is 1/64 of its FP32 one), and through the per-workload slopes they
+seem to slow the other low-bandwidth cards' Transformers (L4 and T4 held out: predicted 2.4x their time). Two remedies,
+nested choices as usual, all outer folds (CHRONOS LOGO / LOMO / LODO, traces LOGO; before: 31.0 / 39.5 / 34.8 / 10.5 %):
+leaving the 16-bit rows of cards without a fast 16-bit rate (:func:`traintime.core.gpudb.has_fast_fp16`) out of the fit:
+29.4 / 40.5 / 34.3 / 9.8 (Transformers on the L4 and T4 161 -> 54 and 138 -> 32 % under LOGO, but the A100 and RTX 5090
+worse, and a held-out Transformer on the P4 loses the other Transformers' slowdown under LOMO); a hardware feature
+log10(min(1, 16-bit / FP32 vector peak)) x 16-bit x Transformer: 29.9 / 40.2 / 33.7 / 10.1 (under LOMO the P4 rows of a
+held-out Transformer 44.7 -> 112.7 %: the slowdown differs between the three Transformers). Each trades the LOGO gain
+for a LOMO loss across the 40 % target; neither was adopted. :meth:`NeighbourStepTime.to_json` freezes it for
 ``traintime predict`` (numpy-only prediction).
 """
 
