@@ -297,6 +297,10 @@ def test_descriptor_choice_uses_model_splits_inner_folds_by_model_and_the_others
     calls.clear()
     NestedNeighbourStepTime(alpha=0.0, candidates=("peak_bandwidth",), model_splits=None).fit(train, depthwise_ms(train))
     assert calls[-1] == ("model", 3, 16)  # None: the hardware choice's inner_splits
+    calls.clear()  # rows that name one model across sources (predict_step_grouped.model_ids): grouped by that name
+    twins = train.assign(model_id=train["model"].replace({"m1": "m0"}))
+    nested = NestedNeighbourStepTime(alpha=0.0, candidates=("peak_bandwidth",)).fit(twins, depthwise_ms(twins))
+    assert calls[-1][0] == "model_id" and "then by model_id (5 folds" in nested.to_json()["selection"]["by"]
 
 
 def test_a_base_descriptor_file_ignores_kernel_mix_columns_and_missing_shares_count_as_zero() -> None:

@@ -314,6 +314,9 @@ def test_model_protocols_hold_a_chronos_model_out_with_its_traced_twin() -> None
     data = both_sources(_rows(["RTX 3080", "RTX 4090"], ["deit_tiny_patch16_224", "mixer_b16_224"], rng),
                         _rows(["T4", "A100"], ["DeiT-Tiny", "mixer"], rng))
     folds = {p: {g: (train, test) for g, train, test in fs} for p, _, fs in protocols(data)}
+    # one model_id per model across the sources: the unit of the inner by-model folds too
+    assert set(data.loc[data["model"].isin(["DeiT-Tiny", "deit_tiny_patch16_224"]), "model_id"]) == {"deit_tiny_patch16_224"}
+    assert set(data.loc[data["model"] == "mixer", "model_id"]) == {"mixer"}
     train, test = folds["chronos LOMO"]["DeiT-Tiny"]
     assert set(data.loc[test, "model"]) == {"DeiT-Tiny"}
     assert not set(data.loc[train, "model"]) & {"DeiT-Tiny", "deit_tiny_patch16_224"}

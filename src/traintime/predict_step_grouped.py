@@ -98,6 +98,15 @@ def trace_step_rows(subset: pd.DataFrame, gpus: pd.DataFrame) -> pd.DataFrame:
     return res
 
 
+def model_ids(data: pd.DataFrame) -> np.ndarray:
+    """The model of each step row across both sources: its model name, or on rows of source ``chronos`` its traced
+    twin's name (:data:`CHRONOS_TWINS`). The unit the model protocols hold out, outer and inner (the by-model choice
+    of :class:`~traintime.chronos.neighbour_step.NestedNeighbourStepTime` groups by the ``model_id`` column)."""
+    model = data["model"].astype(str)
+    ch = (data["source"] == "chronos").to_numpy()
+    return np.where(ch, model.map(CHRONOS_TWINS).fillna(model).to_numpy(), model.to_numpy())
+
+
 def both_sources(trace_rows: pd.DataFrame, chronos_rows: pd.DataFrame) -> pd.DataFrame:
     """One frame of step rows with ``source``, ``img_px`` and ``generation`` (the pooled training data)."""
     t = trace_rows.assign(source="traces")
@@ -108,6 +117,7 @@ def both_sources(trace_rows: pd.DataFrame, chronos_rows: pd.DataFrame) -> pd.Dat
     cols = ["source", *STEP_ROW_COLUMNS, *SPEC_COLUMNS.values(), *KERNEL_SHARE_COLUMNS, "dataset", "row_id", "measured_ms"]
     d = pd.concat([t.reindex(columns=cols), c.reindex(columns=cols)], ignore_index=True)
     d["img_px"] = d["input_px"]
+    d["model_id"] = model_ids(d)
     d["generation"] = [generation(g) if s == "traces" else "cloud" for g, s in zip(d["gpu"], d["source"])]
     return d
 
@@ -123,7 +133,7 @@ def protocols(data: pd.DataFrame, max_folds: int | None = None, model_groups: in
     tr = (data["source"] == "traces").to_numpy()
     ch = ~tr
     gpu, model, gen = data["gpu"].astype(str).to_numpy(), data["model"].astype(str).to_numpy(), data["generation"].to_numpy()
-    network = np.where(ch, pd.Series(model).map(CHRONOS_TWINS).fillna(pd.Series(model)).to_numpy(), model)
+    network = data["model_id"].astype(str).to_numpy() if "model_id" in data else model_ids(data)
     trace_model = model_group(network, tr, model_groups)
     size = data["img_px"].astype(str).to_numpy()
     # the traces name no dataset (NaN, never held out: always in the training part); neither is a row without one

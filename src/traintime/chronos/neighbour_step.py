@@ -297,13 +297,14 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
     slope_sms : whether the slopes are also tried with a slope in the log SM count (``(False, True)``: each strength
         both ways, when the chosen hardware set has the SM count; :class:`NeighbourStepTime`).
     inner_splits : inner folds of the hardware and slope choices (at most the number of training GPUs).
-    model_splits : inner folds by model of the trend and descriptor choice (at most the number of training models;
-        None: ``inner_splits``). Default 5: with 3, each inner fold held out a third of the models, and on the
-        CHRONOS leave-one-model-out fold of VGG-16 the choice went to the descriptors without the kernel mix (outer
-        error 102 % against 57 % with it; every other fold of every protocol chose the kernel mix). Raised after that
-        look at the outer folds, so the CHRONOS LOMO error (43.5 -> 39.5 %) is not an unseen check of this change;
-        the choices and errors of every other protocol stayed the same. 5 and 10 folds chose alike on every outer
-        fold; 5 costs fewer fits.
+    model_splits : inner folds by model of the trend and descriptor choice (at most the number of training models; None:
+        ``inner_splits``), grouped by the rows' ``model_id`` column where they have one (a model under its names in both
+        sources: :func:`traintime.predict_step_grouped.model_ids`), else by ``model``. Default 5: with 3, each inner
+        fold held out a third of the models, and on the CHRONOS leave-one-model-out fold of VGG-16 the choice went to
+        the descriptors without the kernel mix (outer error 102 % against 57 % with it; every other fold of every
+        protocol chose the kernel mix). Raised after that look at the outer folds, so the CHRONOS LOMO error (43.5 ->
+        39.5 %) is not an unseen check of this change; the choices and errors of every other protocol stayed the same. 5
+        and 10 folds chose alike on every outer fold; 5 costs fewer fits.
     k, alpha, trained_on, batch_edge : passed to :class:`NeighbourStepTime`.
     inner_group : column the inner folds of the hardware choice are grouped by (``gpu``; ``generation`` when the outer
         folds hold out whole GPU generations: the inner split of the same kind as the outer one).
@@ -352,9 +353,10 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
             known={"off": self.inner_mape_[self.best_]} if "off" in strengths else None)
         self.best_slopes_, self.best_slope_sms_ = strengths[best_s]
         pairs = {f"{t}, {d}": (t, d) for t in self.trends for d in self.descriptor_sets}
+        self.model_group_ = "model_id" if "model_id" in rows.columns else "model"
         best, self.inner_trend_mape_ = inner_group_choice(
             lambda c: self._candidate(hardware=self.best_, trend=pairs[c][0], descriptors=pairs[c][1]), tuple(pairs),
-            self._model_folds, rows, y, sample_weight, group="model")
+            self._model_folds, rows, y, sample_weight, group=self.model_group_)
         self.best_trend_, self.best_descriptors_ = pairs[best]
         self.model_ = self._candidate(trained_on=self.trained_on, hardware=self.best_, trend=self.best_trend_,
                                       descriptors=self.best_descriptors_, slopes=self.best_slopes_,
@@ -382,7 +384,7 @@ class NestedNeighbourStepTime(RegressorMixin, BaseEstimator):
     def to_json(self) -> dict[str, Any]:
         return {**self.model_.to_json(), "selection": {
             "inner_splits": self.inner_splits, "model_splits": self.model_splits,
-            "by": f"GroupKFold by {self.inner_group} (hardware set, then per-workload slopes), then by model "
-                  f"({self._model_folds} folds: trend and descriptor set)",
+            "by": f"GroupKFold by {self.inner_group} (hardware set, then per-workload slopes), then by "
+                  f"{self.model_group_} ({self._model_folds} folds: trend and descriptor set)",
             "inner_slopes_weighted_mape_pct": self.inner_slopes_mape_,
             "inner_weighted_mape_pct": self.inner_mape_, "inner_trend_weighted_mape_pct": self.inner_trend_mape_}}
