@@ -418,6 +418,21 @@ def test_affine_rule_extends_the_line_through_the_two_largest_measured_batches()
     np.testing.assert_allclose(frozen.predict(_at_batch(q64, 1024)), m.predict(_at_batch(q64, 1024)), rtol=1e-9)
 
 
+def test_a_network_measured_at_one_batch_keeps_the_global_answer_beyond_it() -> None:
+    """No line through one measured batch: beyond it the affine rule gives the global rule's answer, not the time
+    grown in proportion from that batch (the rule before)."""
+    rows = synthetic_rows(list(range(6)), list(GPUS))
+    train = rows[(rows["model"] != rows["model"].iloc[0]) | (rows["batch_size"] == 16)].reset_index(drop=True)
+    q = synthetic_rows([0], list(GPUS))
+    q16 = q[q["batch_size"] == 16].reset_index(drop=True)
+    m = NeighbourStepTime().fit(train, true_ms(train))
+    glob = NeighbourStepTime(batch_edge="global").fit(train, true_ms(train))
+    far = _at_batch(q16, 256)
+    np.testing.assert_allclose(m.predict(far), glob.predict(far), rtol=1e-12)
+    assert not np.allclose(m.predict(far), m.predict(q16) * 16, rtol=1e-3)  # not in proportion
+    np.testing.assert_allclose(m.predict(q16), glob.predict(q16), rtol=1e-12)  # at the measured batch: no change
+
+
 def test_affine_rule_draws_the_line_between_two_measured_batches() -> None:
     """Between its network's measured batches 16 and 64 a row's time is the line between the model's own times there,
     per GPU (rising with batch); at a measured batch and for a network never measured nothing changes; without the

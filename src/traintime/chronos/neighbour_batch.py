@@ -10,6 +10,15 @@ rule its frozen parameters name (:data:`~traintime.chronos.neighbour_frozen.BATC
 ``affine`` rule also draws the line between the two measured batches around an unmeasured one
 (:func:`affine_between_batches`), and below the smallest measured batch the line through the two smallest
 (:func:`affine_below_batches`).
+
+A network measured at one batch has no line beyond it and keeps the ``global`` answer. Until 2026-12-06 it grew in
+proportion from that batch (``t(e) b / e``), which overstates a step that is mostly a fixed cost: seen on the ``traces
+largest batch`` rows of ``predict_step_grouped`` (batch 64 from batch 16 alone: 58.6 % MAPE, 25.4 with ``global``),
+which are therefore not its check. The check, declared before it was run (keep ``global`` where it beats the
+proportional rule on both): trace rows at batch 32, never fitted on, from a model whose traces were fitted at batch 16
+alone (every CHRONOS row beside them), 30.3 -> 17.3 % (``network`` rule 18.2); CHRONOS rows above each network's
+smallest batch, from a model fitted on the smallest batches alone (every trace row beside them), 180.8 -> 54.1 %
+(106.4). By hand, :class:`~traintime.chronos.neighbour_step.NestedNeighbourStepTime` on the make-run tree of 4c9c965.
 """
 
 from __future__ import annotations
@@ -343,23 +352,19 @@ def affine_beyond_edge(rows: pd.DataFrame, params: dict[str, Any], ms: np.ndarra
     """``ms`` (the ``global`` rule's step times of ``rows``) with every row beyond its network's largest measured
     batch ``e`` (:func:`named_network_edges`) replaced by the straight line through the model's times at ``e`` and at the
     network's next-smaller measured batch ``p`` (``batch_edge = "affine"``): ``t(b) = t(e) + (b - e) (t(e) - t(p)) /
-    (e - p)``, a fixed cost per step plus a cost per sample, the marginal cost not below 0; ``t(e) b / e`` when the
-    network was measured at one batch. Only a measured network has a line of its own (:func:`named_network_edges`):
-    a row of a model never measured keeps ``ms``. Both times are the model's own at measured
-    batches of the network, on the row's GPU: beyond the data the time grows at the marginal cost the network showed
+    (e - p)``, a fixed cost per step plus a cost per sample, the marginal cost not below 0. A network measured at one
+    batch has no line and keeps ``ms``, as a model never measured does (:func:`named_network_edges`). Both times are
+    the model's own at measured batches of the network, on the row's GPU: beyond the data the time grows at the marginal cost the network showed
     last, instead of following the trend in batch (``global``) or growing in proportion from the edge
     (``network``), which misses the fixed per-step cost that the release's hosts add (see
     :mod:`traintime.chronos.batch_scaling`). ``around``: :func:`named_network_edges`."""
     edge, prev = named_network_edges(rows, params, around)
-    far = np.flatnonzero(edge >= 0)
+    far = np.flatnonzero((edge >= 0) & (prev >= 0))  # a network measured at one batch keeps ``ms`` (module doc)
     if not len(far):
         return ms
     e, t_e = _times_at(rows, far, edge[far], params)
-    slope = t_e / e  # one measured batch: in proportion
-    two = prev[far] >= 0
-    if two.any():
-        p, t_p = _times_at(rows, far[two], prev[far][two], params)
-        slope[two] = np.maximum(t_e[two] - t_p, 0.0) / (e[two] - p)
+    p, t_p = _times_at(rows, far, prev[far], params)
+    slope = np.maximum(t_e - t_p, 0.0) / (e - p)
     out = np.array(ms, dtype=float, copy=True)
     out[far] = t_e + slope * (rows["batch_size"].to_numpy(dtype=float)[far] - e)
     return out
