@@ -19,6 +19,9 @@ proportional rule on both): trace rows at batch 32, never fitted on, from a mode
 alone (every CHRONOS row beside them), 30.3 -> 17.3 % (``network`` rule 18.2); CHRONOS rows above each network's
 smallest batch, from a model fitted on the smallest batches alone (every trace row beside them), 180.8 -> 54.1 %
 (106.4). By hand, :class:`~traintime.chronos.neighbour_step.NestedNeighbourStepTime` on the make-run tree of 4c9c965.
+Below a one-batch network's batch the proportional floor of :func:`affine_below_batches` stays: the same check
+the other way round split (proportional / ``global``): trace rows at batch 32 from the traces at batch 64 alone 18.9 /
+26.0 %, CHRONOS rows below each network's largest batch from those alone 45.7 / 38.2 %.
 """
 
 from __future__ import annotations
