@@ -352,15 +352,16 @@ def rows_at_batch(rows: pd.DataFrame, batch: np.ndarray) -> pd.DataFrame:
 
 def affine_beyond_edge(rows: pd.DataFrame, params: dict[str, Any], ms: np.ndarray,
                        around: Around | None = None) -> np.ndarray:
-    """``ms`` (the ``global`` rule's step times of ``rows``) with every row beyond its network's largest measured
-    batch ``e`` (:func:`named_network_edges`) replaced by the straight line through the model's times at ``e`` and at the
-    network's next-smaller measured batch ``p`` (``batch_edge = "affine"``): ``t(b) = t(e) + (b - e) (t(e) - t(p)) /
-    (e - p)``, a fixed cost per step plus a cost per sample, the marginal cost not below 0. A network measured at one
-    batch has no line and keeps ``ms``, as a model never measured does (:func:`named_network_edges`). Both times are
-    the model's own at measured batches of the network, on the row's GPU: beyond the data the time grows at the marginal cost the network showed
-    last, instead of following the trend in batch (``global``) or growing in proportion from the edge
-    (``network``), which misses the fixed per-step cost that the release's hosts add (see
-    :mod:`traintime.chronos.batch_scaling`). ``around``: :func:`named_network_edges`."""
+    """``ms`` (the ``global`` rule's step times of ``rows``) with every row beyond its network's largest measured batch
+    ``e`` (:func:`named_network_edges`) replaced by the straight line through the model's times at ``e`` and at the
+    network's next-smaller measured batch ``p`` (``batch_edge = "affine"``):
+    ``t(b) = t(e) + (b - e) (t(e) - t(p)) / (e - p)``, a fixed cost per step plus a cost per sample, the marginal cost
+    not below 0. A network measured at one batch has no line and keeps ``ms``, as a model never measured does
+    (:func:`named_network_edges`). Both times are the model's own at measured batches of the network, on the row's
+    GPU: beyond the data the time grows at the marginal cost the network showed last, instead of following the trend
+    in batch (``global``) or growing in proportion from the edge (``network``), which misses the fixed per-step cost
+    that the release's hosts add (see :mod:`traintime.chronos.batch_scaling`).
+    ``around``: :func:`named_network_edges`."""
     edge, prev = named_network_edges(rows, params, around)
     far = np.flatnonzero((edge >= 0) & (prev >= 0))  # a network measured at one batch keeps ``ms`` (module doc)
     if not len(far):

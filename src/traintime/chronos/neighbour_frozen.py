@@ -39,7 +39,8 @@ The model (fitted by :class:`traintime.chronos.neighbour_step.NeighbourStepTime`
   the measured range (outside it - a larger batch or model than any measured - the efficiency stays that of the
   range's edge, and the time grows with the roofline's work). A batch beyond the largest measured one of the
   workload's network (``batch_edge``, :data:`BATCH_EDGE_RULES`) takes, by default (``affine``), the straight line
-  through the model's times at the network's two largest measured batches (:func:`traintime.chronos.neighbour_batch.affine_beyond_edge`); frozen
+  through the model's times at the network's two largest measured batches (a network measured at one batch keeps
+  the edge of all data: :func:`traintime.chronos.neighbour_batch.affine_beyond_edge`); frozen
   files written before that rule keep theirs (``global``: the edge of all data, as above; ``network``: the
   efficiency at its own network's edge, :func:`traintime.chronos.neighbour_batch.batch_edge`). The distance to the nearest measured workload says
   how far the answer is from anything measured.
