@@ -133,8 +133,8 @@ def protocols(data: pd.DataFrame, max_folds: int | None = None, model_groups: in
     tr = (data["source"] == "traces").to_numpy()
     ch = ~tr
     gpu, model, gen = data["gpu"].astype(str).to_numpy(), data["model"].astype(str).to_numpy(), data["generation"].to_numpy()
-    network = data["model_id"].astype(str).to_numpy() if "model_id" in data else model_ids(data)
-    trace_model = model_group(network, tr, model_groups)
+    model_id = model_ids(data)
+    trace_model = model_group(model_id, tr, model_groups)
     size = data["img_px"].astype(str).to_numpy()
     # the traces name no dataset (NaN, never held out: always in the training part); neither is a row without one
     dataset = data["dataset"].astype(str).to_numpy() if "dataset" in data else np.full(len(data), "nan")
@@ -143,7 +143,7 @@ def protocols(data: pd.DataFrame, max_folds: int | None = None, model_groups: in
     for name, col, src in [("traces LOGO", gpu, tr), ("traces LOMO", trace_model, tr), ("traces LOGenO", gen, tr), *sizes,
                            ("chronos LOGO", gpu, ch), ("chronos LOMO", model, ch), ("chronos LODO", dataset, ch)]:
         # a held-out CHRONOS model leaves the training part with its trace twin (same network, another name)
-        key = network if name == "chronos LOMO" else col
+        key = model_id if name == "chronos LOMO" else col
         folds = [(str(g), key != key[src & (col == g)][0], src & (col == g))
                  for g in sorted(np.unique(col[src]), key=_natural) if g != "nan"]
         out.append((name, "traces" if src is tr else "chronos", folds[:max_folds] if max_folds else folds))
