@@ -264,6 +264,32 @@ rule predict_step_two_label:
 ALL_TARGETS.extend(rules.predict_step_two_label.output)
 
 
+rule predict_step_benchmark:
+    """Issue 13's benchmark: per protocol and data source, the new and the previous step model's errors on the same
+    outer folds and the wall time of one fit (benchmarks/step_models.py prints the same lines)."""
+    input:
+        grouped=rules.predict_step_grouped.output.csv,
+        two_label=rules.predict_step_two_label.output.csv,
+        host=rules.emulation_power_law.output.csv,
+        lib=lib("predict_step_benchmark"),
+    output:
+        csv=f"{TABLES}/predict_step_benchmark.csv",
+        md=f"{TABLES}/predict_step_benchmark.md",
+        txt=f"{RESULTS}/predict_step_benchmark.txt",
+    threads: 1
+    log:
+        f"{LOGS}/predict/step_benchmark.log",
+    benchmark:
+        bench(f"{LOGS}/predict/step_benchmark.log")
+    conda:
+        env("analysis")
+    script:
+        "../workflow_scripts/predict_step_benchmark.py"
+
+
+ALL_TARGETS.extend(rules.predict_step_benchmark.output)
+
+
 rule predict_fp16_rule:
     """The 16-bit rule of `traintime predict` (the 32-bit answer on cards without a fast 16-bit rate) scored on
     predict_step_grouped's CHRONOS out-of-fold predictions, beside the cards where the 16-bit answer is kept."""

@@ -93,6 +93,7 @@ rule readme_blocks:
                   "predict_step_two_label", "predict_step_two_label_groups", "predict_step_interior_batch",
                   "issue_targets")],
         predict_example=f"{RESULTS}/predict_cli_example.txt",
+        step_benchmark=f"{RESULTS}/predict_step_benchmark.txt",
         step_rule=f"{RESULTS}/models/steptime/neighbour_model.json",
         step_intervals=f"{TABLES}/predict_step_grouped_coverage.csv",
         lib=lib("readme_blocks"),

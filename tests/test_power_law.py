@@ -70,6 +70,7 @@ def test_host_protocols_report_every_protocol_with_its_target_and_the_baselines(
     assert law["meets_target"].all() and (law["mape_pct"] < 5).all()
     assert t.loc[t["method"] == "learned", "mape_pct"].iloc[0] > 15  # the 20 % too slow spy predictions
     assert (t.loc[t["method"] == "flops", "folds"] == 0).all()
+    assert (law["fit_s_mean"] >= 0).all() and t.loc[t["method"] != "power_law", "fit_s_mean"].isna().all()
 
 
 def test_unknown_gpu_and_unfitted_model_raise_clear_errors() -> None:

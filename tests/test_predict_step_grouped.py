@@ -15,6 +15,7 @@ from traintime.predict_step_grouped import (
     protocols,
     step_grouped_eval,
     summarise_folds,
+    summarise_grouped,
     wins,
 )
 
@@ -195,11 +196,20 @@ def test_leave_one_generation_out_chooses_the_hardware_terms_by_inner_folds_of_g
                    [f"m{i}" for i in range(1, 7)], rng)
     chronos = _rows(["T4", "V100", "A100"], ["c1", "c2", "c3"], rng)
     data = both_sources(traces, chronos)
-    grouped_predictions(data, None, factory=SpyEfficiency, neighbour_factory=SpyNested)
+    pred = grouped_predictions(data, None, factory=SpyEfficiency, neighbour_factory=SpyNested)
     by_generation = [g for grp, g in groups if grp == "generation"]
     assert len(by_generation) == 3  # one fit per held-out generation, each without it
     assert sorted(len({"Ampere", "Ada", "Blackwell"} - g) for g in by_generation) == [1, 1, 1]
     assert all(grp == "gpu" for grp, g in groups if g >= {"Ampere", "Ada", "Blackwell"})  # every other protocol
+    # the wall time of every outer-fold fit is kept (issue 13's benchmark): one per fold the neighbour model was
+    # fitted on, none for the assumed roofline (nothing fitted)
+    fit_s = pred.attrs["fit_s"]
+    folds = pred[pred["method"] == "neighbour"].groupby("protocol")["fold"].nunique()
+    assert {p: len(fit_s[(p, "neighbour")]) for p in folds.index} == folds.to_dict()
+    assert all(t >= 0 for times in fit_s.values() for t in times)
+    summary = summarise_grouped(data, pred)
+    assert summary.loc[summary["method"] == "neighbour", "fit_s_mean"].notna().all()
+    assert summary.loc[summary["method"] == "roofline_assumed", "fit_s_mean"].isna().all()
 
 
 def test_fold_breakdown_by_hand() -> None:

@@ -46,6 +46,7 @@ Metrics
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -211,7 +212,9 @@ def grouped_predictions(data: pd.DataFrame, calibration: dict[str, Any] | None,
     """Out-of-fold predictions of every method and protocol (module doc); ``factory`` builds the efficiency
     model (default ``NestedEfficiencyStepTime()``), ``neighbour_factory`` the neighbour model (default
     ``NestedNeighbourStepTime()``; tests pass spies); ``max_folds`` (tests only), ``model_groups``: :func:`protocols`.
-    Columns: protocol, fold, method, row, pred_ms."""
+    Columns: protocol, fold, method, row, pred_ms; ``attrs['fit_s']``: {(protocol, method): wall seconds of each fit
+    on an outer training fold} (a learned model's fit includes its inner choice; the CHRONOS protocols' roofline
+    refits: the time of all of a protocol's refits over its folds; nothing for a method fitted before this call)."""
     from traintime.chronos.efficiency_step import (
         NestedEfficiencyStepTime,
         source_weights,
@@ -226,12 +229,16 @@ def grouped_predictions(data: pd.DataFrame, calibration: dict[str, Any] | None,
     src = data["source"].to_numpy()
     assumed = FrozenRoofline(0.40, 0.60, 5.0, fitted=False).predict(data)
     refitted = {}  # CHRONOS grouped protocols: the roofline calibrated per family without the held-out group
+    fit_s: dict[tuple[str, str], list[float]] = {}
     for proto, by in CHRONOS_GROUPED.items():
         refitted[proto] = np.full(len(data), np.nan)
+        t0 = time.perf_counter()
         for fam, idx in data.index[src == "chronos"].groupby(data.loc[src == "chronos", "family"]).items():
             r = data.loc[idx].copy()
             if r[by].nunique() >= (3 if by == "gpu" else 2):
                 refitted[proto][data.index.get_indexer(idx)] = logo_step_predictions(r, by=by)
+        n_folds = data.loc[src == "chronos", by].nunique()
+        fit_s[(proto, "roofline_calibrated")] = [(time.perf_counter() - t0) / max(n_folds, 1)] * n_folds
     calibrated = _calibrated(calibration, data)
     out, choices = [], {}  # choices: method -> protocol -> {feature set chosen by the inner CV: outer folds}
     for proto, _, folds in protocols(data, max_folds, model_groups):
@@ -252,7 +259,9 @@ def grouped_predictions(data: pd.DataFrame, calibration: dict[str, Any] | None,
                         m.set_params(batch_edge=EDGE_VARIANTS[name])
                     if "inner_group" in m.get_params():  # inner folds of the outer protocol's kind
                         m.set_params(inner_group=INNER_GROUP.get(proto, "gpu"))
+                    t0 = time.perf_counter()
                     m.fit(data[train], y[train], sample_weight=source_weights(src[train]))
+                    fit_s.setdefault((proto, name), []).append(time.perf_counter() - t0)
                     methods[name] = m.predict(data.iloc[idx])
                     if hasattr(m, "best_") and name in learned:
                         per = choices.setdefault(name, {}).setdefault(proto, {})
@@ -267,11 +276,15 @@ def grouped_predictions(data: pd.DataFrame, calibration: dict[str, Any] | None,
                                          "pred_ms": np.asarray(p, dtype=float)}))
     res = pd.concat(out, ignore_index=True)
     res.attrs["choices"] = choices
+    res.attrs["fit_s"] = fit_s
     return res
 
 
 def summarise_grouped(data: pd.DataFrame, pred: pd.DataFrame) -> pd.DataFrame:
-    """Per protocol and method: rows, folds, MAPE, median APE, GPU pairs ordered right (module doc)."""
+    """Per protocol and method: rows, folds, MAPE, median APE, GPU pairs ordered right (module doc), and
+    ``fit_s_mean``: the mean wall time of one fit on an outer training fold (``pred.attrs['fit_s']``; NaN for a
+    method fitted before the folds: the saved calibration, the assumed roofline)."""
+    fit_s = pred.attrs.get("fit_s", {})
     rows = []
     for (proto, method), g in pred.groupby(["protocol", "method"], sort=False):
         d = data.iloc[g["row"].to_numpy()][KEY + ["gpu"]].copy()
@@ -284,7 +297,8 @@ def summarise_grouped(data: pd.DataFrame, pred: pd.DataFrame) -> pd.DataFrame:
                      "gpus": d["gpu"].nunique(), "models": d["model"].nunique(), "mape_pct": err["mape_pct"],
                      "median_ape_pct": err["median_ape_pct"],
                      "pairs_right_pct": 100.0 * right / total if total else float("nan"),
-                     "geo_mean_pred_over_measured": err["geo_mean_pred_over_measured"]})
+                     "geo_mean_pred_over_measured": err["geo_mean_pred_over_measured"],
+                     "fit_s_mean": float(np.mean(fit_s[(proto, method)])) if fit_s.get((proto, method)) else np.nan})
     return pd.DataFrame(rows)
 
 

@@ -148,6 +148,7 @@ BLOCKS: dict[str, tuple[str, Callable[[Path], str]]] = {
         p, ["label", "model_class", "parameters", "mape_pct", "median_ape_pct", "mape_pct_CNN", "mape_pct_MLP",
             "mape_pct_Transformer"], digits=".1f")),
     "predict-example": ("predict_cli_example.txt", lambda p: _console(p)),
+    "predict-step-benchmark": ("predict_step_benchmark.txt", lambda p: _console(p)),
     "predict-memory": ("tables/predict_memory_fit.csv", lambda p: _table(
         p, ["held_out", "method", "usable_fraction", "gpus", "runs", "oom_runs", "accuracy_pct", "oom_caught_pct",
             "false_alarm_pct"], digits=".4g")),

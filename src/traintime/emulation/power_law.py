@@ -14,6 +14,8 @@ target GPU out, as :func:`traintime.emulation.baselines.leave_one_gpu_out` does 
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, RegressorMixin
@@ -89,7 +91,8 @@ def power_law_logo(targets: pd.DataFrame, host: pd.DataFrame, host_gpu: str, spe
                    group: str = "gpu", **params: float) -> pd.DataFrame:
     """Out-of-fold predictions of :class:`PowerLawRatio`: every value of ``group`` (``gpu``: leave one target GPU
     out; ``generation``: leave one RTX generation out) held out in turn, the host never. Returns the target rows with
-    ``host_gpu``, ``host_ms``, ``pred_ms``, ``fold`` and ``seed`` (-1: deterministic)."""
+    ``host_gpu``, ``host_ms``, ``pred_ms``, ``fold`` and ``seed`` (-1: deterministic); ``attrs['fit_s']``: wall
+    seconds of each fold's fit."""
     from traintime.emulation.baselines import _host_latency
 
     data = targets[targets["gpu"] != host_gpu].merge(_host_latency(host, host_gpu), on=list(WORKLOAD_KEY))
@@ -103,17 +106,21 @@ def power_law_logo(targets: pd.DataFrame, host: pd.DataFrame, host_gpu: str, spe
         key = data["gpu"].map(rtx_generation)
     else:
         key = data[group].astype(str)
-    out = []
+    out, fit_s = [], []
     for value in sorted(key.unique()):
         test = (key == value).to_numpy()
+        t0 = time.perf_counter()
         est = PowerLawRatio(**params).fit(X[~test], data.loc[~test, "latency_ms"])
+        fit_s.append(time.perf_counter() - t0)
         part = data[test].copy()
         part["pred_ms"] = est.predict(X[test])
         part["fold"] = value
         part["seed"] = -1
         part["host_gpu"] = host_gpu
         out.append(part)
-    return pd.concat(out, ignore_index=True)
+    res = pd.concat(out, ignore_index=True)
+    res.attrs["fit_s"] = fit_s
+    return res
 
 
 #: issue 13's targets for the with-host protocols of the consumer-GPU traces (MAPE %)
@@ -127,24 +134,25 @@ def host_protocols(traces: pd.DataFrame, host_gpu: str, specs: pd.DataFrame, pre
     ``precision`` / ``batch_size``: the main slice) and method: rows, folds, MAPE, median APE, the target. Methods:
     ``power_law`` (:class:`PowerLawRatio`, out of fold), ``flops`` (host x FP32 peak ratio, nothing fitted) and,
     on the main slice, ``learned`` (the XGBoost baseline's leave-one-GPU-out predictions ``learned``, mean over
-    its seeds)."""
+    its seeds). ``fit_s_mean``: mean wall seconds of one fold's fit (power law only; NaN: nothing fitted here)."""
     from traintime.emulation.baselines import flops_predictions
 
     main = traces[(traces["precision"] == precision) & (traces["batch_size"] == batch_size)]
     flops = flops_predictions(traces, traces, host_gpu, specs)
     rows = []
 
-    def add(protocol: str, method: str, pred: pd.DataFrame, folds: int) -> None:
+    def add(protocol: str, method: str, pred: pd.DataFrame, folds: int, fit_s: list[float] | None = None) -> None:
         ape = 100 * (pred["pred_ms"] / pred["latency_ms"] - 1).abs()
         rows.append({"protocol": protocol, "method": method, "host_gpu": host_gpu, "rows": len(pred),
                      "gpus": pred["gpu"].nunique(), "folds": folds, "mape_pct": float(ape.mean()),
                      "median_ape_pct": float(ape.median()), "target_pct": HOST_TARGETS_PCT[protocol],
-                     "meets_target": bool(ape.mean() <= HOST_TARGETS_PCT[protocol])})
+                     "meets_target": bool(ape.mean() <= HOST_TARGETS_PCT[protocol]),
+                     "fit_s_mean": float(np.mean(fit_s)) if fit_s else np.nan})
 
     for protocol, data, group in [("LOGO, main slice", main, "gpu"), ("LOGO, all settings pooled", traces, "gpu"),
                                   ("leave one generation out, all settings", traces, "generation")]:
         law = power_law_logo(data, data, host_gpu, specs, group=group)
-        add(protocol, "power_law", law, law["fold"].nunique())
+        add(protocol, "power_law", law, law["fold"].nunique(), law.attrs["fit_s"])
         fl = flops.merge(data[[*WORKLOAD_KEY, "gpu"]], on=[*WORKLOAD_KEY, "gpu"])
         add(protocol, "flops", fl, 0)
         if protocol == "LOGO, main slice" and learned is not None and len(learned):

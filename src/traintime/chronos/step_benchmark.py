@@ -1,0 +1,116 @@
+"""Issue 13's benchmark of the step-time predictor: per protocol and data source, the error of the new model and of
+the previous one on the same outer folds, and the wall time of one fit (rule ``predict_step_benchmark``, script
+``benchmarks/step_models.py``).
+
+Models
+    new: ``neighbour`` (:class:`traintime.chronos.neighbour_step.NestedNeighbourStepTime`, the step model of
+    ``traintime predict``); previous: ``roofline_calibrated``, ``predict``'s step model before it (compute label), and
+    on the CHRONOS step-time label the project's one-label XGBoost on ``step_time_ms`` (:mod:`traintime.chronos.two_label`,
+    whose new row adds the loader-wait model to the neighbour model's compute time). With a host measurement (the traces'
+    ratio to the host GPU): new ``power_law`` (:class:`traintime.emulation.power_law.PowerLawRatio`), previous the
+    learned XGBoost baseline of the zero-shot tables where it was scored (leave one GPU out, main slice), else FLOPS
+    scaling (nothing fitted).
+Errors
+    Pooled MAPE over the out-of-fold rows: compute label from ``results/tables/predict_step_grouped.csv`` (deterministic
+    fits, one run), step label from ``results/tables/predict_step_two_label.csv`` (mean and sd over seeds), with-host
+    rows from ``results/tables/steptime_host_power_law.csv``.
+Fit time
+    ``fit_s_mean`` of ``predict_step_grouped.csv`` (and of ``steptime_host_power_law.csv``): mean wall seconds of one
+    fit on an outer training fold, measured in that rule (one core; a nested model's fit includes its inner choice).
+    Blank where the rule did not fit the model on the fold: FLOPS scaling fits nothing, the trace protocols'
+    calibrated roofline is the calibration saved once on CHRONOS, the learned with-host baseline is fitted by rule
+    ``emulation_learned`` and the one-label XGBoost by rule ``chronos_iteration_evaluate`` (its log gives the time of
+    each of its fits). On the step label the new model's time is that of its compute model (the loader-wait model's
+    fit is not timed).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from traintime.core.errors import SchemaError
+
+NEW = "neighbour"
+PREVIOUS_COMPUTE = "roofline_calibrated"
+PREVIOUS_STEP = "previous: xgboost on step_time_ms"
+#: with-host rows: new method, and the previous ones in order of preference (the first scored on the protocol)
+HOST_NEW, HOST_PREVIOUS = "power_law", ("learned", "flops")
+COLUMNS = ["source", "protocol", "label", "new_method", "new_mape_pct", "new_mape_sd", "new_fit_s",
+           "previous_method", "previous_mape_pct", "previous_mape_sd", "previous_fit_s", "rows", "folds"]
+
+
+def _need(table: pd.DataFrame, columns: list[str], name: str) -> None:
+    missing = [c for c in columns if c not in table.columns]
+    if missing:
+        raise SchemaError(f"{name}: missing column(s) {', '.join(missing)}")
+
+
+def benchmark_table(grouped: pd.DataFrame, two_label: pd.DataFrame | None = None,
+                    host: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One row per (protocol, label) where both models were scored (:data:`COLUMNS`, module doc). ``grouped``:
+    ``predict_step_grouped.csv``; ``two_label``: ``predict_step_two_label.csv``; ``host``:
+    ``steptime_host_power_law.csv`` (None: without those rows)."""
+    _need(grouped, ["protocol", "method", "rows", "folds", "mape_pct", "fit_s_mean"], "predict_step_grouped table")
+    rows = []
+    by = {(p, m): r for p, m, r in zip(grouped["protocol"], grouped["method"], grouped.to_dict("records"))}
+    for proto in dict.fromkeys(grouped["protocol"]):
+        new, prev = by.get((proto, NEW)), by.get((proto, PREVIOUS_COMPUTE))
+        if new is None or prev is None:
+            continue
+        rows.append({"source": proto.split()[0], "protocol": proto, "label": "compute", "new_method": NEW,
+                     "new_mape_pct": new["mape_pct"], "new_mape_sd": np.nan, "new_fit_s": new["fit_s_mean"],
+                     "previous_method": PREVIOUS_COMPUTE, "previous_mape_pct": prev["mape_pct"],
+                     "previous_mape_sd": np.nan, "previous_fit_s": prev["fit_s_mean"], "rows": new["rows"],
+                     "folds": new["folds"]})
+    if two_label is not None and len(two_label):
+        _need(two_label, ["protocol", "method", "rows", "step_mape_pct_mean", "step_mape_pct_sd"],
+              "predict_step_two_label table")
+        tl = {(p, m): r for p, m, r in zip(two_label["protocol"], two_label["method"], two_label.to_dict("records"))}
+        for proto in dict.fromkeys(two_label["protocol"]):
+            new, prev = tl.get((proto, NEW)), tl.get((proto, PREVIOUS_STEP))
+            if new is None or prev is None:
+                continue
+            compute = by.get((proto, NEW), {})
+            rows.append({"source": proto.split()[0], "protocol": proto, "label": "step (compute + loader wait)",
+                         "new_method": f"{NEW} + loader-wait model", "new_mape_pct": new["step_mape_pct_mean"],
+                         "new_mape_sd": new["step_mape_pct_sd"], "new_fit_s": compute.get("fit_s_mean", np.nan),
+                         "previous_method": PREVIOUS_STEP.removeprefix("previous: "),
+                         "previous_mape_pct": prev["step_mape_pct_mean"], "previous_mape_sd": prev["step_mape_pct_sd"],
+                         "previous_fit_s": np.nan, "rows": new["rows"], "folds": compute.get("folds", np.nan)})
+    if host is not None and len(host):
+        _need(host, ["protocol", "method", "host_gpu", "rows", "folds", "mape_pct", "fit_s_mean"],
+              "steptime_host_power_law table")
+        hb = {(p, m): r for p, m, r in zip(host["protocol"], host["method"], host.to_dict("records"))}
+        for proto in dict.fromkeys(host["protocol"]):
+            new = hb.get((proto, HOST_NEW))
+            prev = next((hb[(proto, m)] for m in HOST_PREVIOUS if (proto, m) in hb), None)
+            if new is None or prev is None:
+                continue
+            rows.append({"source": f"traces, host {new['host_gpu']}", "protocol": proto,
+                         "label": "compute", "new_method": HOST_NEW, "new_mape_pct": new["mape_pct"],
+                         "new_mape_sd": np.nan, "new_fit_s": new["fit_s_mean"], "previous_method": prev["method"],
+                         "previous_mape_pct": prev["mape_pct"], "previous_mape_sd": np.nan,
+                         "previous_fit_s": prev["fit_s_mean"], "rows": new["rows"], "folds": new["folds"]})
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def _num(v: float, fmt: str) -> str:
+    return "-" if v is None or not np.isfinite(v) else format(v, fmt)
+
+
+def _mape(v: float, sd: float) -> str:
+    return _num(v, ".1f") + ("" if sd is None or not np.isfinite(sd) else f" +- {sd:.1f}")
+
+
+def render(table: pd.DataFrame) -> str:
+    """The lines ``benchmarks/step_models.py`` prints: one per row of :func:`benchmark_table`, aligned."""
+    head = ["source", "protocol", "label", "new model", "MAPE %", "fit s", "previous model", "MAPE %", "fit s"]
+    body = [[r.source, r.protocol.removeprefix(f"{r.source} "), r.label, r.new_method, _mape(r.new_mape_pct, r.new_mape_sd),
+             _num(r.new_fit_s, ".2f"), r.previous_method, _mape(r.previous_mape_pct, r.previous_mape_sd),
+             _num(r.previous_fit_s, ".2f")] for r in table.itertuples(index=False)]
+    width = [max(len(str(x)) for x in col) for col in zip(head, *body)]
+    right = {4, 5, 7, 8}
+    lines = ["  ".join(str(x).rjust(w) if i in right else str(x).ljust(w) for i, (x, w) in enumerate(zip(row, width)))
+             .rstrip() for row in [head, *body]]
+    return "\n".join(lines) + "\n"
