@@ -1,9 +1,10 @@
 """Benchmark: per protocol and data source, the error of the step-time model of ``traintime predict`` and of the
 previous model on the same outer folds, and the wall time of one fit (issue 13; :mod:`traintime.chronos.step_benchmark`).
 
-Reads the tables of a finished run (``results/tables/predict_step_grouped.csv``, whose fit times the rule
-``predict_step_grouped`` measured, ``predict_step_two_label.csv`` and ``steptime_host_power_law.csv``) and prints
-one line per protocol and label.
+Reads the tables of a finished run (``results/tables/predict_step_grouped.csv``, ``predict_step_two_label.csv`` and
+``steptime_host_power_law.csv``) and the fit times the rules ``predict_step_grouped`` and ``emulation_power_law``
+measured (``results/logs/predict/step_grouped_fit_times.csv``, ``results/logs/emulation/
+power_law_fit_times.csv``), and prints one line per protocol and label.
 Rule ``predict_step_benchmark`` writes the same lines to ``results/predict_step_benchmark.txt`` (shown in the README).
 
     .venv/bin/python benchmarks/step_models.py [--results results]
@@ -23,16 +24,20 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", default=str(REPO / "results"), help="results folder of a finished run")
     a = ap.parse_args(argv)
-    from traintime.chronos.step_benchmark import benchmark_table, render
+    from traintime.chronos.step_benchmark import benchmark_table, render, with_fit_times
     from traintime.core.io import read_csv
 
-    tables = Path(a.results) / "tables"
+    res = Path(a.results)
 
-    def optional(name: str):
-        return read_csv(tables / name) if (tables / name).exists() else None
+    def table(name: str, fits: str | None = None):
+        path = res / "tables" / name
+        if not path.exists():
+            return None
+        return with_fit_times(read_csv(path), read_csv(res / "logs" / fits)) if fits else read_csv(path)
 
-    print(render(benchmark_table(read_csv(tables / "predict_step_grouped.csv"), optional("predict_step_two_label.csv"),
-                                 optional("steptime_host_power_law.csv"))), end="")
+    print(render(benchmark_table(table("predict_step_grouped.csv", "predict/step_grouped_fit_times.csv"),
+                                 table("predict_step_two_label.csv"),
+                                 table("steptime_host_power_law.csv", "emulation/power_law_fit_times.csv"))), end="")
     return 0
 
 

@@ -489,6 +489,7 @@ rule emulation_power_law:
         csv=report(f"{TABLES}/steptime_host_power_law.csv", caption="../report/steptime_host_power_law.rst",
                    category="Zero-shot emulation"),
         md=f"{TABLES}/steptime_host_power_law.md",
+        fit_times=f"{LOGS}/emulation/power_law_fit_times.csv",  # wall times of the fits: a record of the machine
     params:
         cfg=EMU_CFG,
         gpu_specs=config["gpu_specs"],

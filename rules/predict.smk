@@ -203,6 +203,7 @@ rule predict_step_grouped:
         model=f"{RESULTS}/models/steptime/efficiency_model.json",
         neighbour_model=f"{RESULTS}/models/steptime/neighbour_model.json",
         chronos_predictions=f"{DATA}/step_grouped_chronos_predictions.csv",
+        fit_times=f"{LOGS}/predict/step_grouped_fit_times.csv",  # wall times of the fits: a record of the machine
     params:
         img_px=PUB["step_img_px"],
         precisions=PUB["precisions"],
@@ -269,11 +270,14 @@ rule predict_step_benchmark:
     outer folds and the wall time of one fit (benchmarks/step_models.py prints the same lines)."""
     input:
         grouped=rules.predict_step_grouped.output.csv,
+        grouped_fit_times=rules.predict_step_grouped.output.fit_times,
         two_label=rules.predict_step_two_label.output.csv,
         host=rules.emulation_power_law.output.csv,
+        host_fit_times=rules.emulation_power_law.output.fit_times,
         lib=lib("predict_step_benchmark"),
     output:
-        csv=f"{TABLES}/predict_step_benchmark.csv",
+        csv=report(f"{TABLES}/predict_step_benchmark.csv", caption="../report/predict_step_benchmark.rst",
+                   category="Prediction (traintime predict)"),
         md=f"{TABLES}/predict_step_benchmark.md",
         txt=f"{RESULTS}/predict_step_benchmark.txt",
     threads: 1

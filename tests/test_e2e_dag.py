@@ -26,8 +26,10 @@ CONFIG = REPO / "tests" / "e2e" / "config.yaml"
 
 # Files holding live measurements of this machine (timings differ from run to run): the per-job
 # measurement files under results/collect/, the tables built from them, and the report index
-# (it lists file sizes), the DAG cost table and the README blocks built from it (job wall times).
-MEASURED = ("local_", "probe_", "predict_example", "analytic_crosscheck", "report_index", "dag_cost", "readme_blocks")
+# (it lists file sizes), the DAG cost table and the README blocks built from it (job wall times), and the step-time
+# benchmark table (wall times of fits; their records are under results/logs/).
+MEASURED = ("local_", "probe_", "predict_example", "analytic_crosscheck", "report_index", "dag_cost", "readme_blocks",
+            "step_benchmark")
 
 
 def _measured(name: str) -> bool:

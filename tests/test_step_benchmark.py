@@ -74,13 +74,28 @@ def test_render_aligns_one_line_per_row_with_blanks_as_dashes() -> None:
     assert len({len(line) for line in lines}) == 1  # the last column is right-aligned: every line ends there
 
 
+def test_fit_times_are_kept_apart_from_the_table_and_merged_back() -> None:
+    from traintime.chronos.step_benchmark import split_fit_times, with_fit_times
+
+    table, fits = split_fit_times(_grouped())
+    assert "fit_s_mean" not in table.columns and list(fits.columns) == ["protocol", "method", "fit_s_mean"]
+    back = with_fit_times(table, fits.iloc[:2])  # a method without a record gets NaN
+    assert back["fit_s_mean"].iloc[2:].isna().all() and back["fit_s_mean"].iloc[0] == 1.25
+    pd.testing.assert_frame_equal(with_fit_times(table, fits), _grouped())
+
+
 def test_script_prints_what_the_rule_writes(tmp_path, capsys) -> None:
     import importlib.util
     from pathlib import Path
 
-    tables = tmp_path / "tables"
+    from traintime.chronos.step_benchmark import split_fit_times
+
+    tables, fits = tmp_path / "tables", tmp_path / "logs" / "predict"
     tables.mkdir()
-    _grouped().to_csv(tables / "predict_step_grouped.csv", index=False)
+    fits.mkdir(parents=True)
+    table, times = split_fit_times(_grouped())
+    table.to_csv(tables / "predict_step_grouped.csv", index=False)
+    times.to_csv(fits / "step_grouped_fit_times.csv", index=False)
     _two_label().to_csv(tables / "predict_step_two_label.csv", index=False)
     path = Path(__file__).resolve().parents[1] / "benchmarks" / "step_models.py"
     spec = importlib.util.spec_from_file_location("step_models", path)

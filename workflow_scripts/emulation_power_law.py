@@ -3,6 +3,7 @@ baseline (rule emulation_power_law)."""
 
 from pathlib import Path
 
+from traintime.chronos.step_benchmark import split_fit_times
 from traintime.core.io import read_csv, to_markdown, write_csv
 from traintime.core.specs import canonical_gpu, load_specs
 from traintime.core.workflow import run_script
@@ -17,8 +18,9 @@ def main(snakemake):
     host = canonical_gpu(cfg["reference_host"], specs)
     learned = read_csv(snakemake.input.learned)
     learned = learned[(learned["method"] == "learned") & (learned["host_gpu"] == host)]
-    table = host_protocols(rows, host, specs, cfg["precision"], cfg["batch_size"], learned)
+    table, fit_times = split_fit_times(host_protocols(rows, host, specs, cfg["precision"], cfg["batch_size"], learned))
     write_csv(table, snakemake.output.csv)
+    write_csv(fit_times, snakemake.output.fit_times)  # wall times apart: the table is the same on every run
     Path(snakemake.output.md).write_text(
         f"# Step time with a host measurement ({host}), consumer-GPU traces\n\n"
         "Out-of-fold MAPE; `power_law`: per-workload least squares of log(t / t_host) on the log FLOPs, bandwidth "

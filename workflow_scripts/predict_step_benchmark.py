@@ -19,10 +19,11 @@ its inner choice; blank: not fitted on the folds by that rule, see traintime.chr
 
 
 def main(snakemake):
-    from traintime.chronos.step_benchmark import benchmark_table, render
+    from traintime.chronos.step_benchmark import benchmark_table, render, with_fit_times
 
-    table = benchmark_table(read_csv(snakemake.input.grouped), read_csv(snakemake.input.two_label),
-                            read_csv(snakemake.input.host))
+    inp = snakemake.input
+    table = benchmark_table(with_fit_times(read_csv(inp.grouped), read_csv(inp.grouped_fit_times)),
+                            read_csv(inp.two_label), with_fit_times(read_csv(inp.host), read_csv(inp.host_fit_times)))
     write_table(table, snakemake.output.csv, snakemake.output.md,
                 title="Step-time benchmark: new and previous model per protocol and data source, wall time of one fit",
                 note=NOTE)

@@ -15,8 +15,10 @@ Errors
     fits, one run), step label from ``results/tables/predict_step_two_label.csv`` (mean and sd over seeds), with-host
     rows from ``results/tables/steptime_host_power_law.csv``.
 Fit time
-    ``fit_s_mean`` of ``predict_step_grouped.csv`` (and of ``steptime_host_power_law.csv``): mean wall seconds of one
-    fit on an outer training fold, measured in that rule (one core; a nested model's fit includes its inner choice).
+    ``fit_s_mean``: mean wall seconds of one fit on an outer training fold, measured by rules ``predict_step_grouped``
+    and ``emulation_power_law`` (one core; a nested model's fit includes its inner choice) and kept apart from their
+    tables, which stay identical from run to run: :func:`split_fit_times` writes them to
+    ``results/logs/predict/step_grouped_fit_times.csv`` and ``results/logs/emulation/power_law_fit_times.csv``.
     Blank where the rule did not fit the model on the fold: FLOPS scaling fits nothing, the trace protocols'
     calibrated roofline is the calibration saved once on CHRONOS, the learned with-host baseline is fitted by rule
     ``emulation_learned`` and the one-label XGBoost by rule ``chronos_iteration_evaluate`` (its log gives the time of
@@ -38,6 +40,24 @@ PREVIOUS_STEP = "previous: xgboost on step_time_ms"
 HOST_NEW, HOST_PREVIOUS = "power_law", ("learned", "flops")
 COLUMNS = ["source", "protocol", "label", "new_method", "new_mape_pct", "new_mape_sd", "new_fit_s",
            "previous_method", "previous_mape_pct", "previous_mape_sd", "previous_fit_s", "rows", "folds"]
+
+
+#: column of the fit times (seconds) in the tables of :func:`benchmark_table` and in the fit-time records
+FIT_COLUMN = "fit_s_mean"
+FIT_KEYS = ["protocol", "method"]
+
+
+def split_fit_times(table: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(``table`` without :data:`FIT_COLUMN`, its fit times: :data:`FIT_KEYS` + :data:`FIT_COLUMN`): the wall times
+    differ from run to run, the rest of the table does not, so they are written to separate files."""
+    _need(table, [*FIT_KEYS, FIT_COLUMN], "table with fit times")
+    return table.drop(columns=FIT_COLUMN), table[[*FIT_KEYS, FIT_COLUMN]].copy()
+
+
+def with_fit_times(table: pd.DataFrame, fit_times: pd.DataFrame) -> pd.DataFrame:
+    """``table`` with the :data:`FIT_COLUMN` of its fit-time record (:func:`split_fit_times`; NaN where none)."""
+    _need(fit_times, [*FIT_KEYS, FIT_COLUMN], "fit-time record")
+    return table.merge(fit_times[[*FIT_KEYS, FIT_COLUMN]], on=FIT_KEYS, how="left", validate="many_to_one")
 
 
 def _need(table: pd.DataFrame, columns: list[str], name: str) -> None:
