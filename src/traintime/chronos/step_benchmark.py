@@ -66,52 +66,53 @@ def _need(table: pd.DataFrame, columns: list[str], name: str) -> None:
         raise SchemaError(f"{name}: missing column(s) {', '.join(missing)}")
 
 
+def _pairs(table: pd.DataFrame, new: str, previous: tuple[str, ...]) -> list[tuple[str, dict, dict]]:
+    """(protocol, row of ``new``, row of the first of ``previous`` scored on it) per protocol of ``table`` where both
+    were scored, in the table's order."""
+    by = {(p, m): r for p, m, r in zip(table["protocol"], table["method"], table.to_dict("records"))}
+    out = []
+    for proto in dict.fromkeys(table["protocol"]):
+        prev = next((by[(proto, m)] for m in previous if (proto, m) in by), None)
+        if (proto, new) in by and prev is not None:
+            out.append((proto, by[(proto, new)], prev))
+    return out
+
+
+def _row(source: str, protocol: str, label: str, new_method: str, new: tuple[float, float, float], previous_method: str,
+         previous: tuple[float, float, float], rows: int, folds: float) -> dict:
+    """A row of :data:`COLUMNS`; ``new`` / ``previous``: (MAPE %, its sd over seeds, fit seconds)."""
+    return dict(zip(COLUMNS, [source, protocol, label, new_method, *new, previous_method, *previous, rows, folds]))
+
+
 def benchmark_table(grouped: pd.DataFrame, two_label: pd.DataFrame | None = None,
                     host: pd.DataFrame | None = None) -> pd.DataFrame:
     """One row per (protocol, label) where both models were scored (:data:`COLUMNS`, module doc). ``grouped``:
     ``predict_step_grouped.csv``; ``two_label``: ``predict_step_two_label.csv``; ``host``:
-    ``steptime_host_power_law.csv`` (None: without those rows)."""
-    _need(grouped, ["protocol", "method", "rows", "folds", "mape_pct", "fit_s_mean"], "predict_step_grouped table")
-    rows = []
-    by = {(p, m): r for p, m, r in zip(grouped["protocol"], grouped["method"], grouped.to_dict("records"))}
-    for proto in dict.fromkeys(grouped["protocol"]):
-        new, prev = by.get((proto, NEW)), by.get((proto, PREVIOUS_COMPUTE))
-        if new is None or prev is None:
-            continue
-        rows.append({"source": proto.split()[0], "protocol": proto, "label": "compute", "new_method": NEW,
-                     "new_mape_pct": new["mape_pct"], "new_mape_sd": np.nan, "new_fit_s": new["fit_s_mean"],
-                     "previous_method": PREVIOUS_COMPUTE, "previous_mape_pct": prev["mape_pct"],
-                     "previous_mape_sd": np.nan, "previous_fit_s": prev["fit_s_mean"], "rows": new["rows"],
-                     "folds": new["folds"]})
+    ``steptime_host_power_law.csv`` (None: without those rows); ``grouped`` and ``host`` with their fit times
+    (:func:`with_fit_times`)."""
+    _need(grouped, ["protocol", "method", "rows", "folds", "mape_pct", FIT_COLUMN], "predict_step_grouped table")
+    nan = np.nan
+    pairs = _pairs(grouped, NEW, (PREVIOUS_COMPUTE,))
+    rows = [_row(proto.split()[0], proto, "compute", NEW, (new["mape_pct"], nan, new[FIT_COLUMN]), PREVIOUS_COMPUTE,
+                 (prev["mape_pct"], nan, prev[FIT_COLUMN]), new["rows"], new["folds"]) for proto, new, prev in pairs]
+    compute = {proto: new for proto, new, _ in pairs}
     if two_label is not None and len(two_label):
         _need(two_label, ["protocol", "method", "rows", "step_mape_pct_mean", "step_mape_pct_sd"],
               "predict_step_two_label table")
-        tl = {(p, m): r for p, m, r in zip(two_label["protocol"], two_label["method"], two_label.to_dict("records"))}
-        for proto in dict.fromkeys(two_label["protocol"]):
-            new, prev = tl.get((proto, NEW)), tl.get((proto, PREVIOUS_STEP))
-            if new is None or prev is None:
-                continue
-            compute = by.get((proto, NEW), {})
-            rows.append({"source": proto.split()[0], "protocol": proto, "label": "step (compute + loader wait)",
-                         "new_method": f"{NEW} + loader-wait model", "new_mape_pct": new["step_mape_pct_mean"],
-                         "new_mape_sd": new["step_mape_pct_sd"], "new_fit_s": compute.get("fit_s_mean", np.nan),
-                         "previous_method": PREVIOUS_STEP.removeprefix("previous: "),
-                         "previous_mape_pct": prev["step_mape_pct_mean"], "previous_mape_sd": prev["step_mape_pct_sd"],
-                         "previous_fit_s": np.nan, "rows": new["rows"], "folds": compute.get("folds", np.nan)})
+        for proto, new, prev in _pairs(two_label, NEW, (PREVIOUS_STEP,)):
+            c = compute.get(proto, {})
+            rows.append(_row(proto.split()[0], proto, "step (compute + loader wait)", f"{NEW} + loader-wait model",
+                             (new["step_mape_pct_mean"], new["step_mape_pct_sd"], c.get(FIT_COLUMN, nan)),
+                             PREVIOUS_STEP.removeprefix("previous: "),
+                             (prev["step_mape_pct_mean"], prev["step_mape_pct_sd"], nan), new["rows"],
+                             c.get("folds", nan)))
     if host is not None and len(host):
-        _need(host, ["protocol", "method", "host_gpu", "rows", "folds", "mape_pct", "fit_s_mean"],
+        _need(host, ["protocol", "method", "host_gpu", "rows", "folds", "mape_pct", FIT_COLUMN],
               "steptime_host_power_law table")
-        hb = {(p, m): r for p, m, r in zip(host["protocol"], host["method"], host.to_dict("records"))}
-        for proto in dict.fromkeys(host["protocol"]):
-            new = hb.get((proto, HOST_NEW))
-            prev = next((hb[(proto, m)] for m in HOST_PREVIOUS if (proto, m) in hb), None)
-            if new is None or prev is None:
-                continue
-            rows.append({"source": f"traces, host {new['host_gpu']}", "protocol": proto,
-                         "label": "compute", "new_method": HOST_NEW, "new_mape_pct": new["mape_pct"],
-                         "new_mape_sd": np.nan, "new_fit_s": new["fit_s_mean"], "previous_method": prev["method"],
-                         "previous_mape_pct": prev["mape_pct"], "previous_mape_sd": np.nan,
-                         "previous_fit_s": prev["fit_s_mean"], "rows": new["rows"], "folds": new["folds"]})
+        rows += [_row(f"traces, host {new['host_gpu']}", proto, "compute", HOST_NEW, (new["mape_pct"], nan,
+                      new[FIT_COLUMN]), prev["method"], (prev["mape_pct"], nan, prev[FIT_COLUMN]), new["rows"],
+                      new["folds"])
+                 for proto, new, prev in _pairs(host, HOST_NEW, HOST_PREVIOUS)]
     return pd.DataFrame(rows, columns=COLUMNS)
 
 
