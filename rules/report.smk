@@ -33,7 +33,7 @@ TARGET_TABLES = ("predict_step_two_label", "steptime_host_power_law", "predict_s
 
 
 rule issue_targets:
-    """The open issues' numeric targets at a glance: reached value, interval, previous model, status (one rule)."""
+    """The numeric targets of issues 13-15 at a glance: reached value, interval, previous model, status (one rule)."""
     input:
         tables=[f"{TABLES}/{t}.csv" for t in TARGET_TABLES],
         step_rule=f"{RESULTS}/models/steptime/neighbour_model.json",

@@ -1,4 +1,4 @@
-"""The open issues' numeric targets against this run's tables (rule issue_targets)."""
+"""The numeric targets of issues 13-15 against this run's tables (rule issue_targets)."""
 
 from pathlib import Path
 

@@ -1,4 +1,4 @@
-"""The open issues' numeric targets at a glance: what each asks, what the pipeline reached, the previous model or
+"""The numeric targets of issues 13-15 at a glance: what each asks, what the pipeline reached, the previous model or
 baseline beside it, and one status rule for all (rule ``issue_targets``, ``results/tables/issue_targets.*``).
 
 Every row is read from a table of the same run (:data:`TARGETS`: source table, the query that selects the reported
@@ -143,7 +143,7 @@ def _external(precision: str, goal: str, value: str, lower: float | None, upper:
                   absent="optional source data.sources.lambda_benchmark absent: not in the offline mirror")
 
 
-#: Every numeric target of the open issues, in issue order (see the module docstring).
+#: Every numeric target of issues 13-15, in issue order (see the module docstring).
 TARGETS: tuple[Target, ...] = (
     Target(13, "CHRONOS LOGO: compute-time MAPE %", _TWO, "protocol == 'chronos LOGO' and method == '{step_model}'",
            "compute_mape_pct", _STEP_MODEL + " (deterministic)", upper=15.0,
