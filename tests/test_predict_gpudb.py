@@ -65,6 +65,14 @@ def test_cli_unknown_and_ambiguous_gpu_are_one_line(capsys: pytest.CaptureFixtur
     assert len(err) == 1 and "ambiguous" in err[0] and "A100 SXM4 40 GB" in err[0]
 
 
+def test_cli_gpu_given_twice_is_refused_in_one_line_pointing_to_gpus(capsys: pytest.CaptureFixture[str]) -> None:
+    # argparse would keep the last --gpu silently; the user meant several GPUs
+    assert main(["predict", "--model", "resnet18", "--dataset", "cifar10", "--gpu", "T4", "--gpu", "L4",
+                 "--no-probe"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "--gpu given twice" in err[0] and "--gpus T4,L4" in err[0]
+
+
 def test_project_prices_have_date_and_source() -> None:
     db = gpu_database()
     priced = db[db["price_per_hour_usd"].notna()]

