@@ -24,20 +24,14 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--results", default=str(REPO / "results"), help="results folder of a finished run")
     a = ap.parse_args(argv)
-    from traintime.chronos.step_benchmark import benchmark_table, render, with_fit_times
-    from traintime.core.io import read_csv
+    from traintime.chronos.step_benchmark import benchmark_from_files, render
 
     res = Path(a.results)
-
-    def table(name: str, fits: str | None = None):
-        path = res / "tables" / name
-        if not path.exists():
-            return None
-        return with_fit_times(read_csv(path), read_csv(res / "logs" / fits)) if fits else read_csv(path)
-
-    print(render(benchmark_table(table("predict_step_grouped.csv", "predict/step_grouped_fit_times.csv"),
-                                 table("predict_step_two_label.csv"),
-                                 table("steptime_host_power_law.csv", "emulation/power_law_fit_times.csv"))), end="")
+    tables = res / "tables"
+    two_label, host = tables / "predict_step_two_label.csv", tables / "steptime_host_power_law.csv"
+    print(render(benchmark_from_files(tables / "predict_step_grouped.csv", res / "logs/predict/step_grouped_fit_times.csv",
+                                      two_label if two_label.exists() else None, host if host.exists() else None,
+                                      res / "logs/emulation/power_law_fit_times.csv")), end="")
     return 0
 
 

@@ -3,7 +3,7 @@ the wall time of one fit (rule predict_step_benchmark; the same lines as benchma
 
 from pathlib import Path
 
-from traintime.core.io import read_csv, write_table
+from traintime.core.io import write_table
 from traintime.core.workflow import run_script
 
 NOTE = """
@@ -13,17 +13,17 @@ results/tables/predict_step_grouped.md; CHRONOS step label: compute + loader-wai
 step_time_ms, mean +- sd over seeds, from results/tables/predict_step_two_label.md; with a host measurement: the power
 law against the learned XGBoost baseline, or FLOPS scaling where that was not scored, from
 results/tables/steptime_host_power_law.md), and the mean wall time in seconds
-of one fit on an outer training fold measured by rule predict_step_grouped on one core (a nested model's fit includes
-its inner choice; blank: not fitted on the folds by that rule, see traintime.chronos.step_benchmark).
+of one fit on an outer training fold measured by rules predict_step_grouped and emulation_power_law on one core (a
+nested model's fit includes its inner choice; blank: not fitted on the folds by those rules, see
+traintime.chronos.step_benchmark).
 """
 
 
 def main(snakemake):
-    from traintime.chronos.step_benchmark import benchmark_table, render, with_fit_times
+    from traintime.chronos.step_benchmark import benchmark_from_files, render
 
     inp = snakemake.input
-    table = benchmark_table(with_fit_times(read_csv(inp.grouped), read_csv(inp.grouped_fit_times)),
-                            read_csv(inp.two_label), with_fit_times(read_csv(inp.host), read_csv(inp.host_fit_times)))
+    table = benchmark_from_files(inp.grouped, inp.grouped_fit_times, inp.two_label, inp.host, inp.host_fit_times)
     write_table(table, snakemake.output.csv, snakemake.output.md,
                 title="Step-time benchmark: new and previous model per protocol and data source, wall time of one fit",
                 note=NOTE)

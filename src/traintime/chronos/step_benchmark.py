@@ -28,6 +28,8 @@ Fit time
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pandas as pd
 
@@ -114,6 +116,18 @@ def benchmark_table(grouped: pd.DataFrame, two_label: pd.DataFrame | None = None
                       new["folds"])
                  for proto, new, prev in _pairs(host, HOST_NEW, HOST_PREVIOUS)]
     return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def benchmark_from_files(grouped: str | Path, grouped_fit_times: str | Path, two_label: str | Path | None = None,
+                         host: str | Path | None = None, host_fit_times: str | Path | None = None) -> pd.DataFrame:
+    """:func:`benchmark_table` from the files of a run (rule ``predict_step_benchmark`` and
+    ``benchmarks/step_models.py``): each table with its fit-time record (:func:`with_fit_times`); None leaves the
+    two-label or the with-host rows out."""
+    from traintime.core.io import read_csv
+
+    return benchmark_table(with_fit_times(read_csv(grouped), read_csv(grouped_fit_times)),
+                           read_csv(two_label) if two_label is not None else None,
+                           with_fit_times(read_csv(host), read_csv(host_fit_times)) if host is not None else None)
 
 
 def _num(v: float, fmt: str) -> str:
