@@ -13,7 +13,7 @@ STAMP  := $(VENV)/.installed
 EMPTY_SLURM_CONF := $(VENV)/empty-slurm.conf
 run dry-run lint bench report readme: export SLURM_CONF ?= $(abspath $(EMPTY_SLURM_CONF))
 
-.PHONY: setup run dry-run test test-fast test-slurm slurm-up slurm-down lint bench report docs readme clean help
+.PHONY: setup lock run dry-run test test-fast test-slurm slurm-up slurm-down lint bench report docs readme clean help
 
 help:
 	@echo "make run       set up .venv and run the default DAG (results/)"
@@ -23,13 +23,29 @@ help:
 	@echo "make bench     time the default DAG from scratch (benchmarks/dag_walltime.py)"
 	@echo "make test-slurm  SLURM executor test on a local single-node cluster (root; apt-get)"
 	@echo "make report    build report.zip from results/ (snakemake --report)"
+	@echo "make lock      re-pin requirements/lock*.txt from requirements.txt (after changing a pin)"
 	@echo "make docs      regenerate docs/architecture.md and docs/data.md"
 	@echo "make readme    copy the numbers of results/ into README.md's generated blocks"
 
-$(STAMP): requirements.txt requirements/analysis.txt requirements/torch.txt pyproject.toml
+# On Linux x86-64 the set-up installs the exact versions of requirements/lock.txt and lock-cuda.txt (`make lock`
+# writes them from pip's resolution of requirements.txt) with --no-deps, in two pip processes side by side: unpacking
+# the wheels (6 GB, PyTorch's CUDA runtime most of it) is what takes the time, and each pip unpacks on one core
+# (about 50 s instead of 80-100 s on 2 cores); `pip check` then checks the result. Elsewhere pip resolves
+# requirements.txt itself.
+LOCKED := $(filter Linux-x86_64,$(shell uname -s)-$(shell uname -m))
+
+$(STAMP): requirements.txt requirements/analysis.txt requirements/torch.txt requirements/lock.txt \
+          requirements/lock-cuda.txt pyproject.toml
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
+ifneq ($(LOCKED),)
+	$(BIN)/python -m pip install --quiet --no-compile --no-deps -r requirements/lock-cuda.txt & cuda=$$!; \
+	$(BIN)/python -m pip install --quiet --no-compile --no-deps -r requirements/lock.txt; rest=$$?; \
+	wait $$cuda && test $$rest -eq 0
+	$(BIN)/python -m pip check
+else
 	$(BIN)/python -m pip install --quiet --no-compile -r requirements.txt
+endif
 	$(BIN)/python -m pip install --quiet --no-compile --no-deps -e .
 	@# bytecode of the installed packages and of src/ on every core (pip compiles on one, about 25 s more),
 	@# less the packages' own test suites (tests/ folders: a quarter of the files, nothing here imports them;
@@ -38,6 +54,15 @@ $(STAMP): requirements.txt requirements/analysis.txt requirements/torch.txt pypr
 	touch $(STAMP)
 
 setup: $(STAMP) $(EMPTY_SLURM_CONF)
+
+# the lock files of the set-up (above) from a fresh resolution of requirements.txt; run after changing a pin
+lock:
+	rm -rf .lock-venv
+	$(PYTHON) -m venv .lock-venv
+	.lock-venv/bin/python -m pip install --quiet --upgrade pip
+	.lock-venv/bin/python -m pip install --quiet --no-compile -r requirements.txt
+	.lock-venv/bin/python -m pip list --format=freeze --exclude-editable | $(PYTHON) requirements/split_lock.py requirements
+	rm -rf .lock-venv
 
 $(EMPTY_SLURM_CONF): $(STAMP)
 	: > $@
