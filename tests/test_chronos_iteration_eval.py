@@ -138,6 +138,57 @@ def test_clean_features_predict_any_spec_table_gpu(table):
         clean.transform(rows.drop(columns=["d_model"]))
 
 
+def test_shared_rows_gives_the_features_of_the_direct_path(table):
+    """Inside shared_rows, the clean features of row subsets (folds) come from one build over the whole frame: the
+    same frames as built row by row; other frames and a GPU unknown outside the asked rows take the direct path."""
+    from traintime.chronos import features as feats
+    from traintime.chronos.features import CleanRooflineFeatures, shared_rows
+
+    rows = family_rows(table, "Transformer")
+    text = rows["input_px"].isna().to_numpy()
+    folds = [rows.iloc[np.flatnonzero(~text)], rows.iloc[np.flatnonzero(text)], rows.iloc[::7], rows.head(1)]
+    direct = [[cls("Transformer").fit(f).transform(g) for g in folds] for cls in (CleanFeatures, CleanRooflineFeatures)
+              for f in folds[:3]]
+    calls = []
+    build = CleanFeatures._transform
+
+    def counted(self, r, specs):
+        calls.append(len(r))
+        return build(self, r, specs)
+
+    feats.CleanFeatures._transform = counted
+    try:
+        with shared_rows(rows):
+            shared = [[cls("Transformer").fit(f).transform(g) for g in folds]
+                      for cls in (CleanFeatures, CleanRooflineFeatures) for f in folds[:3]]
+            other = CleanFeatures("Transformer").fit(rows).transform(rows.head(3).copy().assign(extra=1))
+    finally:
+        feats.CleanFeatures._transform = build
+    for d_row, s_row in zip(direct, shared):
+        for d, s in zip(d_row, s_row):
+            pd.testing.assert_frame_equal(d, s, check_exact=True)
+    # one build of the whole frame per fitted state (the vision, text and mixed folds have different columns), shared
+    # by both feature sets; the frame with another column is built directly
+    states = {CleanFeatures("Transformer").fit(f)._state_key() for f in folds[:3]}
+    assert len(states) == 3 and calls.count(len(rows)) == len(states) and calls[-1] == 3
+    assert other.shape[0] == 3
+    fitted = CleanFeatures("Transformer").fit(rows)
+    reset = rows.iloc[1::5].reset_index(drop=True)  # a fold with a new index, as the inner selection makes
+    changed = rows.iloc[1::5].copy()
+    changed["batch_size"] *= 2  # the same row ids with other values
+    with shared_rows(rows):
+        for g in (reset, changed):
+            pd.testing.assert_frame_equal(fitted.transform(g), fitted._transform(g, None), check_exact=True)
+    assert not fitted.transform(changed).equals(fitted.transform(rows.iloc[1::5]))
+    bad = rows.copy()
+    bad.loc[bad.index[-1], "gpu"] = "Voodoo 5"  # only outside the asked rows
+    with shared_rows(bad):
+        got = CleanFeatures("Transformer").fit(bad.head(50)).transform(bad.head(50))
+        pd.testing.assert_frame_equal(got, CleanFeatures("Transformer").fit(rows.head(50)).transform(rows.head(50)))
+        with pytest.raises(UnknownNameError, match="unknown GPU 'Voodoo 5'"):
+            CleanFeatures("Transformer").fit(bad.head(50)).transform(bad.tail(2))
+
+
 def test_clean_roofline_extrapolates_an_efficiency_law_and_clean_does_not(table):
     """Step time = 3 x ideal FP32 compute time: trained on the cheaper half of the configurations,
     the roofline target predicts the dearer half (unseen FLOP range); the plain log target cannot."""

@@ -148,3 +148,24 @@ def test_a_model_that_cannot_be_built_is_walked_once_per_process(monkeypatch) ->
     assert len(set(messages)) == 1 and "\n" not in messages[0]
     static_features(make_workload("deit_tiny_patch16_224", 16, "32", input_size=224, num_classes=10))  # other size
     assert walks == [("deit_tiny_patch16_224", 64), ("deit_tiny_patch16_224", 224)]
+
+
+def test_a_model_that_cannot_be_built_is_stored_on_disk(monkeypatch, tmp_path) -> None:
+    """The failure is an entry of the on-disk cache: a later process gives the same message without a walk (and
+    without importing torch); another input size of the model is still walked."""
+    import traintime.predict_static as ps
+    from traintime.core.errors import TraintimeError
+
+    monkeypatch.setenv("TRAINTIME_CACHE", str(tmp_path))
+    walks: list[tuple] = []
+    real = ps._walk_structure
+    monkeypatch.setattr(ps, "_walk_structure", lambda *a: walks.append(a[:2]) or real(*a))
+    messages = []
+    for _process in range(2):
+        _structure.cache_clear()  # a new process: only the disk remembers
+        with pytest.raises(TraintimeError, match=r"model 'deit_tiny_patch16_224' cannot be built for 64 px") as exc:
+            static_features(make_workload("deit_tiny_patch16_224", 16, "32", input_size=64, num_classes=10))
+        messages.append(str(exc.value))
+    assert walks == [("deit_tiny_patch16_224", 64)] and messages[0] == messages[1]
+    assert len(list(tmp_path.glob("structure-*.json"))) == 1
+    _structure.cache_clear()

@@ -198,23 +198,30 @@ def _structure(model: str, input_px: int, num_classes: int,
                kwargs_items: tuple[tuple[str, Any], ...]) -> tuple[dict | None, str | None]:
     """(per-sample structure of the network (:data:`STRUCTURE_FIELDS`), None), or (None, why it cannot be built at
     this input size): from the on-disk cache of :mod:`traintime.predict_cache` where present (no torch import), else
-    built on the meta device and stored. ``module:function`` models are never cached on disk (user code may change).
-    The in-process cache keeps failures too, so a model that cannot be built is walked once, not once per batch and
-    precision."""
+    built on the meta device and stored. A model that cannot be built at this size is stored too (``unbuildable``:
+    the message; the key holds the torch / torchvision / timm versions), so a later process answers it without
+    importing torch. ``module:function`` models are never cached on disk (user code may change). The in-process cache
+    keeps failures too, so a model that cannot be built is walked once, not once per batch and precision."""
     kwargs = dict(kwargs_items)
-    build = lambda: _walk_structure(model, input_px, num_classes, kwargs)  # noqa: E731
-    try:
-        if ":" in model:
-            return build(), None
+
+    def build() -> dict[str, Any]:
+        try:
+            return _walk_structure(model, input_px, num_classes, kwargs)
+        except TraintimeError:
+            raise
+        except Exception as exc:  # a model that cannot be built at this input size
+            return {"unbuildable": f"model {model!r} cannot be built for {input_px} px input, {num_classes} classes: "
+                                   f"{exc}"}
+
+    if ":" in model:
+        value = build()
+    else:
         from traintime.predict_cache import cached
 
         parts = {"model": model, "input_px": int(input_px), "num_classes": int(num_classes),
                  "model_kwargs": [[k, v] for k, v in kwargs_items], "fields": list(STRUCTURE_FIELDS)}
-        return cached("structure", parts, build), None
-    except TraintimeError:
-        raise
-    except Exception as exc:  # a model that cannot be built at this input size
-        return None, f"model {model!r} cannot be built for {input_px} px input, {num_classes} classes: {exc}"
+        value = cached("structure", parts, build)
+    return (None, str(value["unbuildable"])) if "unbuildable" in value else (value, None)
 
 
 def static_features(w: Workload, model_kwargs: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -44,6 +44,7 @@ from traintime.chronos.estimators import (
 from traintime.chronos.features import (
     CLEAN_FEATURE_SETS,
     make_feature_builder,
+    shared_rows,
     vocabulary,
 )
 from traintime.core.errors import SchemaError, unknown_name
@@ -222,7 +223,7 @@ def evaluate_family(table: pd.DataFrame, family: str, protocol: str, feature_set
     parts = []
     fixed_splits = None if seed_split else protocol_splits(protocol, rows)
     # BLAS threads beyond n_jobs only slow the small MLP matrices down (and oversubscribe the cores)
-    with threadpool_limits(limits=max(1, n_jobs)):
+    with threadpool_limits(limits=max(1, n_jobs)), shared_rows(rows):  # every fold's features from one build
         for seed in seeds:
             parts.extend(_run_seed(rows, y_all, family, protocol, feature_sets, estimators, int(seed),
                                    protocol_splits(protocol, rows, seed) if seed_split else fixed_splits,

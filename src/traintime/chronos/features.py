@@ -53,14 +53,16 @@ target-derived columns used as training labels only) summed: 44.4% at twice the 
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any
 
 import numpy as np
 import pandas as pd
 from sklearn.base import BaseEstimator, TransformerMixin
 
-from traintime.core.errors import SchemaError, unknown_name
+from traintime.core.errors import SchemaError, TraintimeError, unknown_name
 from traintime.core.specs import _norm, alias_map, load_specs
 from traintime.data.chronos import FAMILIES, ITERATION, ITERATION_TARGET, family_columns
 
@@ -137,6 +139,26 @@ def _require(rows: pd.DataFrame, cols: Sequence[str], what: str) -> None:
 
 def _num(s: pd.Series) -> np.ndarray:
     return pd.to_numeric(s, errors="coerce").astype(float).to_numpy()
+
+
+#: the frame whose row subsets the clean features are computed from inside :func:`shared_rows`, and those features
+#: per fitted state
+_SHARED: ContextVar[tuple[pd.DataFrame, dict[tuple, pd.DataFrame | None]] | None] = ContextVar("_SHARED", default=None)
+
+
+@contextmanager
+def shared_rows(rows: pd.DataFrame) -> Iterator[None]:
+    """Inside: the clean feature sets (:class:`CleanFeatures`, :class:`CleanRooflineFeatures`) compute the features
+    of a subset of ``rows`` (the same columns and index labels, unchanged values: ``rows.iloc[...]``) from those of
+    every row of ``rows``, built once per fitted state and kept for the scope. The features are row-wise, so the
+    result is the same; cross-validation over many folds of one frame then builds them once per state instead of
+    twice per fit (about a tenth of a grouped protocol's time). Any other frame, and a state whose features cannot
+    be built for every row of ``rows`` (a GPU or value only outside the subset), take the direct path."""
+    token = _SHARED.set((rows, {}))
+    try:
+        yield
+    finally:
+        _SHARED.reset(token)
 
 
 class FeatureBuilder(TransformerMixin, BaseEstimator):
@@ -300,6 +322,62 @@ class CleanFeatures(FeatureBuilder):
     def transform(self, rows: pd.DataFrame, specs: pd.DataFrame | None = None) -> pd.DataFrame:
         """Features of ``rows``; ``specs`` overrides the spec snapshot taken at fit (new GPUs)."""
         _require(rows, self.required_columns_, f"feature set {self.name} ({self.family})")
+        if specs is None:
+            shared = self._shared_transform(rows)
+            if shared is not None:
+                return shared
+        return self._transform(rows, specs)
+
+    def _state_key(self) -> tuple:
+        """What the features of a row depend on besides the row (the same for ``clean`` and ``clean_roofline``)."""
+        sp = self.specs_
+        specs = (tuple(sp["gpu"].astype(str)), tuple(sp["aliases"].astype(str)),
+                 sp[list(CLEAN_GPU_SPECS)].to_numpy(dtype=float).tobytes())
+        return (self.family, self.use_provider, self.log_features, tuple(self.workload_columns_),
+                tuple((c, tuple(v)) for c, v in self.categories_.items()), specs)
+
+    def _shared_transform(self, rows: pd.DataFrame) -> pd.DataFrame | None:
+        """The features of ``rows`` from those of the :func:`shared_rows` frame, or None (not a subset of it, or its
+        features cannot be built for this state)."""
+        shared = _SHARED.get()
+        if shared is None:
+            return None
+        parent, built = shared
+        if rows is not parent:
+            if not rows.columns.equals(parent.columns) or "row_id" not in rows.columns:
+                return None
+            if "row_id" not in built:  # the rows are found by their id (a fold may have a new index)
+                ids = pd.Index(parent["row_id"])
+                built["row_id"] = ids if ids.is_unique else None
+            if built["row_id"] is None:
+                return None
+            pos = built["row_id"].get_indexer(rows["row_id"])
+            if (pos < 0).any():
+                return None
+            used = [c for c in rows.columns if c in self._read_columns()]
+            if not rows[used].reset_index(drop=True).equals(parent[used].iloc[pos].reset_index(drop=True)):
+                return None  # the same rows with other values
+        else:
+            pos = np.arange(len(rows))
+        key = self._state_key()
+        if key not in built:
+            try:
+                built[key] = self._transform(parent, None)
+            except TraintimeError:  # e.g. a GPU outside the spec table in rows that are not asked for
+                built[key] = None
+        full = built[key]
+        if full is None:
+            return None
+        out = full.iloc[pos]
+        out.index = rows.index
+        return out
+
+    def _read_columns(self) -> set[str]:
+        """Every column of a row that :meth:`_transform` reads."""
+        return {"gpu", "batch_size", "amp", "flops_train_per_sample", "total_state_bytes", "act_bytes_per_sample_proxy",
+                "input_px", "input_channels", "seq_len", *self.workload_columns_, *self._categorical}
+
+    def _transform(self, rows: pd.DataFrame, specs: pd.DataFrame | None) -> pd.DataFrame:
         spec = self._gpu_specs(rows, self.specs_ if specs is None else specs)
         # columns are gathered in a dict (insertion order = column order) and framed once
         X: dict[str, np.ndarray] = {c: _num(rows[c]) if c in rows else np.full(len(rows), np.nan)

@@ -52,7 +52,7 @@ from traintime.chronos.evaluation import (
     get_protocol,
     protocol_splits,
 )
-from traintime.chronos.features import CLEAN_FEATURE_SETS, vocabulary
+from traintime.chronos.features import CLEAN_FEATURE_SETS, shared_rows, vocabulary
 from traintime.core.errors import ConfigError, SchemaError
 from traintime.core.metrics import mape
 from traintime.data.chronos import ITERATION_TARGET
@@ -255,7 +255,7 @@ def nested_evaluate(table: pd.DataFrame, family: str, protocol: str, seed: int,
     y_all = rows[ITERATION_TARGET].to_numpy(dtype=float)
     splits = protocol_splits(protocol, rows, seed) if p.seeded_split else protocol_splits(protocol, rows)
     preds, choices = [], []
-    with threadpool_limits(limits=max(1, n_jobs)):
+    with threadpool_limits(limits=max(1, n_jobs)), shared_rows(rows):  # every fold's features from one build
         for fold, tr, te in splits:
             sel = NestedSelector(cands, family, INNER_GROUP[p.name], seed=int(seed),
                                  inner_max_folds=int(cfg["inner_max_folds"]), model_factory=model_factory,
