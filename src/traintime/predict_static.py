@@ -261,10 +261,14 @@ def step_rows(w: Workload, gpus: pd.DataFrame, model_kwargs: dict[str, Any] | No
 
     spec_cols = ["gpu", "fp32_gflops", "fp16_gflops", "memory_bandwidth_gbps"] + [c for c in SPEC_COLUMNS.values()
                                                                                   if c in gpus.columns]
-    rows = gpus[spec_cols].copy().reset_index(drop=True)
-    for k, v in base.items():
-        rows[k] = v
-    return rows
+    rows = gpus[spec_cols].reset_index(drop=True)
+    if not len(rows) or set(base) & set(spec_cols):  # the scalars one by one (the dtypes of an empty frame)
+        rows = rows.copy()
+        for k, v in base.items():
+            rows[k] = v
+        return rows
+    # the workload's columns framed at once (a column per scalar, the same dtypes as setting them one by one)
+    return pd.concat([rows, pd.DataFrame({k: [v] * len(rows) for k, v in base.items()}, index=rows.index)], axis=1)
 
 
 def training_range_warnings(w: Workload, data_dir: Any, trained_families: list[str] | None = None,
