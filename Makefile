@@ -29,15 +29,11 @@ help:
 
 # On Linux x86-64 the set-up installs the exact versions of requirements/lock.txt and lock-cuda.txt (`make lock`
 # writes them from pip's resolution of requirements.txt) with --no-deps, in two pip processes side by side: unpacking
-# the wheels (6 GB, PyTorch's CUDA runtime most of it) is what takes the time, and each pip unpacks on one core. While
-# the CUDA runtime is still unpacking, the other process installs this package and compiles the bytecode of what it
-# installed; `pip check` then checks the result. Elsewhere pip resolves requirements.txt itself.
+# the wheels (6 GB, PyTorch's CUDA runtime most of it) is what takes the time, and each pip unpacks on one core
+# (about 50 s instead of 80-100 s on 2 cores; compiling the bytecode beside the CUDA unpacking gained nothing, 2 cores
+# being busy already); `pip check` then checks the result. Elsewhere pip resolves
+# requirements.txt itself.
 LOCKED := $(filter Linux-x86_64,$(shell uname -s)-$(shell uname -m))
-# bytecode of the installed packages and of src/ on every core (pip compiles on one, about 25 s more), less the
-# packages' own test suites (tests/ folders: a quarter of the files, nothing here imports them; about 4 s); files that
-# do not compile (other Pythons' sources inside some packages) are left as pip leaves them
-COMPILE := $(BIN)/python -m compileall -qq -j 0
-CUDA_DIRS := /site-packages/(nvidia|cuda|triton)
 
 $(STAMP): requirements.txt requirements/analysis.txt requirements/torch.txt requirements/lock.txt \
           requirements/lock-cuda.txt pyproject.toml
@@ -45,16 +41,17 @@ $(STAMP): requirements.txt requirements/analysis.txt requirements/torch.txt requ
 	$(BIN)/python -m pip install --quiet --upgrade pip
 ifneq ($(LOCKED),)
 	$(BIN)/python -m pip install --quiet --no-compile --no-deps -r requirements/lock-cuda.txt & cuda=$$!; \
-	$(BIN)/python -m pip install --quiet --no-compile --no-deps -r requirements/lock.txt \
-	  && $(BIN)/python -m pip install --quiet --no-compile --no-deps -e . \
-	  && { $(COMPILE) -x '/tests?/|$(CUDA_DIRS)' $(VENV)/lib src || true; }; rest=$$?; \
+	$(BIN)/python -m pip install --quiet --no-compile --no-deps -r requirements/lock.txt; rest=$$?; \
 	wait $$cuda && test $$rest -eq 0
 	$(BIN)/python -m pip check
 else
 	$(BIN)/python -m pip install --quiet --no-compile -r requirements.txt
-	$(BIN)/python -m pip install --quiet --no-compile --no-deps -e .
 endif
-	$(COMPILE) -x '/tests?/' $(VENV)/lib src || true
+	$(BIN)/python -m pip install --quiet --no-compile --no-deps -e .
+	@# bytecode of the installed packages and of src/ on every core (pip compiles on one, about 25 s more),
+	@# less the packages' own test suites (tests/ folders: a quarter of the files, nothing here imports them;
+	@# about 4 s); files that do not compile (other Pythons' sources inside some packages) are left as pip leaves them
+	$(BIN)/python -m compileall -qq -j 0 -x '/tests?/' $(VENV)/lib src || true
 	touch $(STAMP)
 
 setup: $(STAMP) $(EMPTY_SLURM_CONF)
