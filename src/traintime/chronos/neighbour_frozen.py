@@ -193,6 +193,10 @@ def spec_known(rows: pd.DataFrame, names: tuple[str, ...]) -> np.ndarray:
     return ok
 
 
+#: the workload descriptors :func:`hardware_features` reads
+HARDWARE_READS: tuple[str, ...] = ("log_flops_per_layer", "log_intensity", "half")
+
+
 def hardware_features(rows: pd.DataFrame, wl: pd.DataFrame, wl_mean: np.ndarray, wl_scale: np.ndarray,
                       names: tuple[str, ...] = HARDWARE_SETS["peak_bandwidth"],
                       descriptors: tuple[str, ...] = DESCRIPTORS) -> np.ndarray:
@@ -275,32 +279,34 @@ def neighbour_predict(rows: pd.DataFrame, params: dict[str, Any]) -> tuple[np.nd
     wl = workload_features(rows)
     wm, ws = np.asarray(params["wl_mean"], float), np.asarray(params["wl_scale"], float)
     descs = list(params.get("descriptors") or DESCRIPTORS)  # files written before descriptor sets: the base ones
+    # the rows' raw descriptors, changed below as an array (the memoized frame wl never is: core.memo)
+    d = wl[descs].to_numpy(dtype=float)
     pairs = None
     if params.get("train_network"):  # a measured network at a measured batch, up to its head: that workload
         from traintime.chronos.neighbour_batch import candidate_pairs, measured_twin
 
-        q = wl[descs].to_numpy(dtype=float)
-        pairs = candidate_pairs(rows, q, params)  # the rows a twin or (affine) a bracket can change
-        twin = measured_twin(rows, q, params, pairs)
+        pairs = candidate_pairs(rows, d, params)  # the rows a twin or (affine) a bracket can change
+        twin = measured_twin(rows, d, params, pairs)
         swap = np.flatnonzero(twin >= 0)
         if len(swap):
-            wl = wl.copy()  # memoized (core.memo): never changed in place
-            wl.iloc[swap, [wl.columns.get_loc(c) for c in descs]] = (
-                np.asarray(params["train_z"], float)[twin[swap]] * ws + wm)
+            d = d.copy(order="K")  # the frame's memory order: BLAS products and row sums round alike
+            d[swap] = np.asarray(params["train_z"], float)[twin[swap]] * ws + wm
     nd = len(params.get("knn_features") or WORKLOAD_FEATURES)  # kNN / trend space: the first nd descriptors
-    z_raw = ((wl[descs].to_numpy(dtype=float) - wm) / ws)[:, :nd]
+    z_raw = ((d - wm) / ws)[:, :nd]
     if params.get("batch_edge") == "network":
         from traintime.chronos.neighbour_batch import batch_edge
 
-        wl = batch_edge(wl, descs, params)
+        edged = wl.copy()
+        edged[descs] = d
+        d = batch_edge(edged, descs, params)[descs].to_numpy(dtype=float)
     if "desc_min" in params:  # beyond the measured range (a larger batch or model) the efficiency - neighbours, trend
         # and hardware interactions alike - is that of the range's edge, so the time keeps growing with the roofline's work
-        wl = wl.copy()  # memoized (core.memo): never changed in place
-        wl[descs] = np.clip(wl[descs].to_numpy(dtype=float), np.asarray(params["desc_min"]),
-                            np.asarray(params["desc_max"]))
-    z = ((wl[descs].to_numpy(dtype=float) - wm) / ws)[:, :nd]
+        d = np.clip(d, np.asarray(params["desc_min"]), np.asarray(params["desc_max"]))
+    z = ((d - wm) / ws)[:, :nd]
     names = tuple(params.get("hardware_features") or HARDWARE_SETS["peak_bandwidth"])
-    h = hardware_features(rows, wl, wm, ws, names, tuple(descs)) - np.asarray(params["hw_mean"], float)
+    wl_h = pd.DataFrame({c: d[:, descs.index(c)] if c in descs else wl[c].to_numpy() for c in HARDWARE_READS},
+                        index=wl.index)  # what hardware_features reads of the descriptors, as changed above
+    h = hardware_features(rows, wl_h, wm, ws, names, tuple(descs)) - np.asarray(params["hw_mean"], float)
     train_z = np.asarray(params["train_z"], float)
     coef = params.get("trend_coef")
     residual = np.asarray(params["train_u"], float) - workload_trend(train_z, coef)

@@ -71,11 +71,12 @@ def memoized_on_frame(fn: F) -> F:
 
 
 def _content_key(value: Any) -> Any:
-    """A hashable stand-in for ``value``: numpy arrays by shape, dtype and a 128-bit digest of their bytes; other
-    hashable values as they are; anything else (a DataFrame) by identity, as :func:`memoized_on_frame` keys frames."""
+    """A hashable stand-in for ``value``: numpy arrays by shape, dtype and a 128-bit digest of their bytes (SHA-256,
+    truncated: twice as fast as BLAKE2b where the CPU hashes SHA-256 in hardware); other hashable values as they are;
+    anything else (a DataFrame) by identity, as :func:`memoized_on_frame` keys frames."""
     if isinstance(value, np.ndarray):
         data = np.ascontiguousarray(value)
-        return ("ndarray", data.shape, data.dtype.str, hashlib.blake2b(data.data, digest_size=16).digest())
+        return ("ndarray", data.shape, data.dtype.str, hashlib.sha256(data.data).digest()[:16])
     try:
         hash(value)
     except TypeError:
