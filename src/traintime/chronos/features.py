@@ -141,20 +141,23 @@ def _num(s: pd.Series) -> np.ndarray:
     return pd.to_numeric(s, errors="coerce").astype(float).to_numpy()
 
 
-#: the frame whose row subsets the clean features are computed from inside :func:`shared_rows`, and those features
-#: per fitted state
-_SHARED: ContextVar[tuple[pd.DataFrame, dict[tuple, pd.DataFrame | None]] | None] = ContextVar("_SHARED", default=None)
+#: inside :func:`shared_rows`: the frame whose row subsets the clean features are computed from, its rows by
+#: ``row_id`` (None without a unique one), and its features per fitted state (None: they cannot be built)
+_SHARED: ContextVar[tuple[pd.DataFrame, pd.Index | None, dict[tuple, pd.DataFrame | None]] | None] = ContextVar(
+    "_SHARED", default=None)
 
 
 @contextmanager
 def shared_rows(rows: pd.DataFrame) -> Iterator[None]:
     """Inside: the clean feature sets (:class:`CleanFeatures`, :class:`CleanRooflineFeatures`) compute the features
-    of a subset of ``rows`` (the same columns and index labels, unchanged values: ``rows.iloc[...]``) from those of
-    every row of ``rows``, built once per fitted state and kept for the scope. The features are row-wise, so the
+    of a subset of ``rows`` (the same columns, its rows found by ``row_id`` and the columns the features read checked
+    equal: ``rows.iloc[...]``, with any index) from those of every row of ``rows``, built once per fitted state and
+    kept for the scope. The features are row-wise, so the
     result is the same; cross-validation over many folds of one frame then builds them once per state instead of
     twice per fit (about a tenth of a grouped protocol's time). Any other frame, and a state whose features cannot
     be built for every row of ``rows`` (a GPU or value only outside the subset), take the direct path."""
-    token = _SHARED.set((rows, {}))
+    ids = pd.Index(rows["row_id"]) if "row_id" in rows.columns else None
+    token = _SHARED.set((rows, ids if ids is not None and ids.is_unique else None, {}))
     try:
         yield
     finally:
@@ -342,16 +345,11 @@ class CleanFeatures(FeatureBuilder):
         shared = _SHARED.get()
         if shared is None:
             return None
-        parent, built = shared
+        parent, ids, built = shared
         if rows is not parent:
-            if not rows.columns.equals(parent.columns) or "row_id" not in rows.columns:
+            if ids is None or not rows.columns.equals(parent.columns):
                 return None
-            if "row_id" not in built:  # the rows are found by their id (a fold may have a new index)
-                ids = pd.Index(parent["row_id"])
-                built["row_id"] = ids if ids.is_unique else None
-            if built["row_id"] is None:
-                return None
-            pos = built["row_id"].get_indexer(rows["row_id"])
+            pos = ids.get_indexer(rows["row_id"])  # by id: a fold may have a new index
             if (pos < 0).any():
                 return None
             used = [c for c in rows.columns if c in self._read_columns()]
