@@ -31,8 +31,7 @@ help:
 # writes them from pip's resolution of requirements.txt) with --no-deps, in two pip processes side by side: unpacking
 # the wheels (6 GB, PyTorch's CUDA runtime most of it) is what takes the time, and each pip unpacks on one core
 # (about 50 s instead of 80-100 s on 2 cores; compiling the bytecode beside the CUDA unpacking gained nothing, 2 cores
-# being busy already); `pip check` then checks the result. Elsewhere pip resolves
-# requirements.txt itself.
+# being busy already); `pip check` then checks the result. Elsewhere pip resolves requirements.txt itself.
 LOCKED := $(filter Linux-x86_64,$(shell uname -s)-$(shell uname -m))
 
 $(STAMP): requirements.txt requirements/analysis.txt requirements/torch.txt requirements/lock.txt \

@@ -138,7 +138,7 @@ def test_clean_features_predict_any_spec_table_gpu(table):
         clean.transform(rows.drop(columns=["d_model"]))
 
 
-def test_shared_rows_gives_the_features_of_the_direct_path(table):
+def test_shared_rows_gives_the_features_of_the_direct_path(table, monkeypatch):
     """Inside shared_rows, the clean features of row subsets (folds) come from one build over the whole frame: the
     same frames as built row by row; other frames and a GPU unknown outside the asked rows take the direct path."""
     from traintime.chronos import features as feats
@@ -156,14 +156,12 @@ def test_shared_rows_gives_the_features_of_the_direct_path(table):
         calls.append(len(r))
         return build(self, r, specs)
 
-    feats.CleanFeatures._transform = counted
-    try:
-        with shared_rows(rows):
-            shared = [[cls("Transformer").fit(f).transform(g) for g in folds]
-                      for cls in (CleanFeatures, CleanRooflineFeatures) for f in folds[:3]]
-            other = CleanFeatures("Transformer").fit(rows).transform(rows.head(3).copy().assign(extra=1))
-    finally:
-        feats.CleanFeatures._transform = build
+    monkeypatch.setattr(feats.CleanFeatures, "_transform", counted)
+    with shared_rows(rows):
+        shared = [[cls("Transformer").fit(f).transform(g) for g in folds]
+                  for cls in (CleanFeatures, CleanRooflineFeatures) for f in folds[:3]]
+        other = CleanFeatures("Transformer").fit(rows).transform(rows.head(3).copy().assign(extra=1))
+    monkeypatch.undo()
     for d_row, s_row in zip(direct, shared):
         for d, s in zip(d_row, s_row):
             pd.testing.assert_frame_equal(d, s, check_exact=True)

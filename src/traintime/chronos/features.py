@@ -352,7 +352,8 @@ class CleanFeatures(FeatureBuilder):
             pos = ids.get_indexer(rows["row_id"])  # by id: a fold may have a new index
             if (pos < 0).any():
                 return None
-            used = [c for c in rows.columns if c in self._read_columns()]
+            read = self._read_columns()
+            used = [c for c in rows.columns if c in read]
             if not rows[used].reset_index(drop=True).equals(parent[used].iloc[pos].reset_index(drop=True)):
                 return None  # the same rows with other values
         else:
